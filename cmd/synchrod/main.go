@@ -1,0 +1,77 @@
+// Command synchrod is the Synchro server: the HTTP sync API and the WAL capture
+// worker over one PostgreSQL database.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/config"
+	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/migrate"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], log); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		log.Error("synchrod stopped", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("synchrod", flag.ContinueOnError)
+	var common config.Common
+	common.Register(fs)
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address (env SYNCHRO_LISTEN)")
+	if err := config.Parse(fs, args, config.Merge(config.CommonEnv, map[string]string{"listen": "SYNCHRO_LISTEN"})); err != nil {
+		return err
+	}
+	if err := common.Validate(); err != nil {
+		return err
+	}
+
+	pool, err := pgxpool.New(ctx, common.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database URL: %w", err)
+	}
+	defer pool.Close()
+	if err := migrate.Check(ctx, pool); err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: httpapi.NewRouter(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("synchrod listening", "address", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log.Info("synchrod shutting down")
+	return srv.Shutdown(shutdownCtx)
+}

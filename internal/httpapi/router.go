@@ -1,0 +1,28 @@
+// Package httpapi is Synchro's HTTP layer: routing, and the translation between
+// HTTP and the SQL entry points. It holds no sync logic of its own.
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/gorilla/mux"
+)
+
+// NewRouter returns the HTTP handler of synchrod.
+func NewRouter() http.Handler {
+	r := mux.NewRouter()
+	r.HandleFunc("/healthz", healthz).Methods(http.MethodGet)
+	return r
+}
+
+// healthz is process liveness only: it never reports capture readiness.
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}

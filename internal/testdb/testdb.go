@@ -1,0 +1,221 @@
+// Package testdb gives each test its own fully migrated database on the test
+// cluster that `make test` starts (SYNCHRO_TEST_DATABASE_URL). A test that cannot
+// get one fails; it never skips.
+package testdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/peterldowns/pgtestdb"
+
+	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/migrate"
+)
+
+// EnvURL names the variable holding the test cluster's URL.
+const EnvURL = "SYNCHRO_TEST_DATABASE_URL"
+
+// DB is one test database.
+type DB struct {
+	Pool *pgxpool.Pool
+	URL  string
+	Name string
+}
+
+// New creates a fresh database migrated with Synchro's schema and function
+// bundle (publication "synchro") and closes it when the test ends.
+func New(t testing.TB) *DB {
+	t.Helper()
+	conf := baseConfig(t)
+	inst := pgtestdb.Custom(t, conf, migrator{})
+	pool, err := pgxpool.New(context.Background(), inst.URL())
+	if err != nil {
+		t.Fatalf("testdb: connect: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return &DB{Pool: pool, URL: inst.URL(), Name: inst.Database}
+}
+
+// Empty creates a fresh database with nothing of Synchro in it.
+func Empty(t testing.TB) *DB {
+	t.Helper()
+	inst := pgtestdb.Custom(t, baseConfig(t), pgtestdb.NoopMigrator{})
+	pool, err := pgxpool.New(context.Background(), inst.URL())
+	if err != nil {
+		t.Fatalf("testdb: connect: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return &DB{Pool: pool, URL: inst.URL(), Name: inst.Database}
+}
+
+// BaseURL is the test cluster's URL; the test fails when it is not configured.
+func BaseURL(t testing.TB) string {
+	t.Helper()
+	raw := os.Getenv(EnvURL)
+	if raw == "" {
+		t.Fatalf("testdb: %s is not set; run the tests with `make test`, which starts a PostgreSQL cluster", EnvURL)
+	}
+	return raw
+}
+
+func baseConfig(t testing.TB) pgtestdb.Config {
+	t.Helper()
+	u, err := url.Parse(BaseURL(t))
+	if err != nil {
+		t.Fatalf("testdb: parse %s: %v", EnvURL, err)
+	}
+	pw, _ := u.User.Password()
+	role := pgtestdb.Role{Username: u.User.Username(), Password: pw, Capabilities: "SUPERUSER REPLICATION"}
+	return pgtestdb.Config{
+		DriverName: "pgx",
+		Host:       u.Hostname(),
+		Port:       u.Port(),
+		User:       u.User.Username(),
+		Password:   pw,
+		Database:   strings.TrimPrefix(u.Path, "/"),
+		Options:    u.RawQuery,
+		TestRole:   &role,
+		// Replication connections of a test worker may outlive the test by a moment.
+		ForceTerminateConnections: true,
+	}
+}
+
+type migrator struct{}
+
+func (migrator) Hash() (string, error) { return migrate.BuildHash(), nil }
+
+func (migrator) Migrate(ctx context.Context, db *sql.DB, _ pgtestdb.Config) error {
+	_, err := migrate.ApplyDB(ctx, db, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return err
+}
+
+var slotSeq atomic.Int64
+
+// CreateSlot creates a pgoutput logical replication slot in the test database
+// and drops it when the test ends. Slot names are unique across the cluster.
+func (d *DB) CreateSlot(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("t_%s_%d", strings.ReplaceAll(strings.ToLower(d.Name), "-", "_"), slotSeq.Add(1))
+	if len(name) > 63 {
+		name = name[len(name)-63:]
+	}
+	ctx := context.Background()
+	if _, err := d.Pool.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
+		t.Fatalf("testdb: create slot: %v", err)
+	}
+	t.Cleanup(func() { d.DropSlot(t, name) })
+	return name
+}
+
+// DropSlot drops a slot, waiting (with a deadline) for a consumer to let go of it.
+func (d *DB) DropSlot(t testing.TB, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		_, err := d.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+			WHERE slot_name = $1 AND NOT active`, name)
+		var exists bool
+		if err == nil {
+			err = d.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = $1)", name).Scan(&exists)
+		}
+		if err == nil && !exists {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Errorf("testdb: slot %s still exists: %v", name, err)
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Decode consumes every change now in the slot through pgoutput (protocol 1,
+// publication "synchro", messages on) and returns the committed transactions.
+func (d *DB) Decode(t testing.TB, slot string) []*capture.Txn {
+	t.Helper()
+	rows, err := d.Pool.Query(context.Background(), `
+		SELECT data FROM pg_logical_slot_get_binary_changes($1, NULL, NULL,
+			'proto_version', '1', 'publication_names', 'synchro', 'messages', 'true')`, slot)
+	if err != nil {
+		t.Fatalf("testdb: decode slot %s: %v", slot, err)
+	}
+	defer rows.Close()
+	asm := capture.NewAssembler()
+	var txns []*capture.Txn
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			t.Fatalf("testdb: decode slot %s: %v", slot, err)
+		}
+		txn, err := asm.Feed(data)
+		if err != nil {
+			t.Fatalf("testdb: decode slot %s: %v", slot, err)
+		}
+		if txn != nil {
+			txns = append(txns, txn)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("testdb: decode slot %s: %v", slot, err)
+	}
+	return txns
+}
+
+// Exec runs SQL statements, failing the test on error.
+func (d *DB) Exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	if _, err := d.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("testdb: exec %q: %v", sql, err)
+	}
+}
+
+// ExecErr runs SQL and returns its error (nil on success).
+func (d *DB) ExecErr(sql string, args ...any) error {
+	_, err := d.Pool.Exec(context.Background(), sql, args...)
+	return err
+}
+
+// Resolver resolves row events against the registry as it is now (every
+// registration, whatever its generation).
+func (d *DB) Resolver(t testing.TB) capture.Resolver {
+	t.Helper()
+	rows, err := d.Pool.Query(context.Background(), `
+		SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint,
+		       r.key_column, t.table_id
+		FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id)`)
+	if err != nil {
+		t.Fatalf("testdb: load registry: %v", err)
+	}
+	defer rows.Close()
+	regs := map[uint32]capture.Registered{}
+	for rows.Next() {
+		var r capture.Registered
+		var oid int64
+		if err := rows.Scan(&r.RelationID, &r.Kind, &r.Relation.Schema, &r.Relation.Name, &oid, &r.KeyColumn, &r.TableID); err != nil {
+			t.Fatalf("testdb: load registry: %v", err)
+		}
+		r.Relation.OID = uint32(oid)
+		regs[r.Relation.OID] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("testdb: load registry: %v", err)
+	}
+	return func(_ int, oid uint32) (capture.Registered, bool) {
+		r, ok := regs[oid]
+		return r, ok
+	}
+}

@@ -1,0 +1,138 @@
+-- synchro.compile_scope_rule: validates a scope rule for relation rel and returns it
+-- normalized (referenced relations resolved to immutable relation_ids) together
+-- with the columns of rel the rule reads. Relations a path, members or sql rule
+-- reads are registered as capture dependencies under generation g. Rules are
+-- evaluated later by materialization over projections, never over live rows.
+--
+--   {"kind":"shared","scope":"templates_public"}
+--   {"kind":"column","template":"user:{owner_id}"}
+--   {"kind":"path","path":["project_id", {"column":"org_id","references":"app.orgs"}],
+--    "template":"org:{id}"}                       -- template over the last relation
+--   {"kind":"members","relation":"app.document_members","column":"document_id",
+--    "template":"user:{user_id}"}                 -- column optional when one FK exists
+--   {"kind":"sql","membership":"SELECT ... $1 ...","impacts":{"app.acl":"SELECT ... $1 ..."}}
+CREATE OR REPLACE FUNCTION synchro.compile_scope_rule(rel oid, rule jsonb, g bigint,
+                                                     OUT normalized jsonb, OUT columns name[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    qname text := synchro.qualified_name(rel);
+    kind text := rule->>'kind';
+    cur oid := rel;
+    hop jsonb;
+    hop_col name;
+    target oid;
+    hops jsonb := '[]';
+    fk_count int;
+    member_rel oid;
+    member_col name;
+    impacts jsonb := '{}';
+    dep text;
+    dep_sql text;
+BEGIN
+    IF jsonb_typeof(rule) IS DISTINCT FROM 'object' OR jsonb_typeof(rule->'kind') IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: scope_rule must be an object with a "kind" (shared, column, path, members, sql)', qname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    CASE kind
+    WHEN 'shared' THEN
+        PERFORM synchro.check_keys(rule, ARRAY['kind', 'scope'], rel, 'scope_rule');
+        IF jsonb_typeof(rule->'scope') IS DISTINCT FROM 'string' OR rule->>'scope' = '' THEN
+            RAISE EXCEPTION 'synchro: relation % rejected: shared scope_rule needs a non-empty "scope"', qname
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        normalized := jsonb_build_object('kind', kind, 'scope', rule->>'scope');
+        columns := '{}';
+    WHEN 'column' THEN
+        PERFORM synchro.check_keys(rule, ARRAY['kind', 'template'], rel, 'scope_rule');
+        columns := synchro.template_columns(rule->>'template', rel, 'column scope_rule');
+        normalized := jsonb_build_object('kind', kind, 'template', rule->>'template');
+    WHEN 'path' THEN
+        PERFORM synchro.check_keys(rule, ARRAY['kind', 'path', 'template'], rel, 'scope_rule');
+        IF jsonb_typeof(rule->'path') IS DISTINCT FROM 'array' OR jsonb_array_length(rule->'path') = 0 THEN
+            RAISE EXCEPTION 'synchro: relation % rejected: path scope_rule needs a non-empty "path" array', qname
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        FOR hop IN SELECT * FROM jsonb_array_elements(rule->'path') LOOP
+            IF jsonb_typeof(hop) = 'string' THEN
+                hop_col := hop #>> '{}';
+                PERFORM synchro.check_columns(cur, ARRAY[hop_col], 'path scope_rule');
+                SELECT count(*), min(c.confrelid) INTO fk_count, target
+                FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                WHERE c.conrelid = cur AND c.contype = 'f' AND cardinality(c.conkey) = 1 AND a.attname = hop_col;
+                IF fk_count <> 1 THEN
+                    RAISE EXCEPTION 'synchro: relation % rejected: path column "%" of % has % single-column foreign keys; name the target with {"column": ..., "references": "schema.table"}',
+                        qname, hop_col, synchro.qualified_name(cur), fk_count
+                        USING ERRCODE = 'invalid_parameter_value';
+                END IF;
+            ELSIF jsonb_typeof(hop) = 'object' THEN
+                PERFORM synchro.check_keys(hop, ARRAY['column', 'references'], rel, 'path scope_rule step');
+                hop_col := hop->>'column';
+                PERFORM synchro.check_columns(cur, ARRAY[hop_col], 'path scope_rule');
+                target := synchro.resolve_relation_name(hop->>'references', 'relation ' || qname || ' path scope_rule');
+            ELSE
+                RAISE EXCEPTION 'synchro: relation % rejected: each path step is a column name or {"column": ..., "references": ...}', qname
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF target = rel THEN
+                RAISE EXCEPTION 'synchro: relation % rejected: path scope_rule may not return to the table itself', qname
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF cur = rel THEN
+                columns := ARRAY[hop_col];
+            END IF;
+            -- The target is captured whole, so later steps and the template can read it.
+            hops := hops || jsonb_build_object('column', hop_col,
+                                               'relation_id', synchro.dependency_relation(target, '{}', g, 'relation ' || qname || ' path scope_rule'),
+                                               'relation', synchro.qualified_name(target));
+            cur := target;
+        END LOOP;
+        PERFORM synchro.template_columns(rule->>'template', cur, 'path scope_rule');
+        normalized := jsonb_build_object('kind', kind, 'path', hops, 'template', rule->>'template');
+    WHEN 'members' THEN
+        PERFORM synchro.check_keys(rule, ARRAY['kind', 'relation', 'column', 'template'], rel, 'scope_rule');
+        member_rel := synchro.resolve_relation_name(rule->>'relation', 'relation ' || qname || ' members scope_rule');
+        IF rule ? 'column' THEN
+            member_col := rule->>'column';
+            PERFORM synchro.check_columns(member_rel, ARRAY[member_col], 'members scope_rule column');
+        ELSE
+            SELECT count(*), min(a.attname) INTO fk_count, member_col
+            FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+            WHERE c.conrelid = member_rel AND c.confrelid = rel AND c.contype = 'f' AND cardinality(c.conkey) = 1;
+            IF fk_count <> 1 THEN
+                RAISE EXCEPTION 'synchro: relation % rejected: members relation % has % single-column foreign keys to it; name the referencing "column"',
+                    qname, synchro.qualified_name(member_rel), fk_count
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END IF;
+        PERFORM synchro.template_columns(rule->>'template', member_rel, 'members scope_rule');
+        normalized := jsonb_build_object('kind', kind, 'column', member_col, 'template', rule->>'template',
+                                         'relation_id', synchro.dependency_relation(member_rel, '{}', g, 'relation ' || qname || ' members scope_rule'),
+                                         'relation', synchro.qualified_name(member_rel));
+        columns := '{}';
+    WHEN 'sql' THEN
+        PERFORM synchro.check_keys(rule, ARRAY['kind', 'membership', 'impacts'], rel, 'scope_rule');
+        IF jsonb_typeof(rule->'membership') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'synchro: relation % rejected: sql scope_rule needs a "membership" query', qname
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        PERFORM synchro.check_rule_query(rule->>'membership', rel, 'sql scope_rule membership');
+        IF rule ? 'impacts' THEN
+            PERFORM synchro.check_keys(rule->'impacts', ARRAY(SELECT jsonb_object_keys(rule->'impacts')), rel, 'sql scope_rule impacts');
+            FOR dep, dep_sql IN SELECT key, value #>> '{}' FROM jsonb_each(rule->'impacts') LOOP
+                target := synchro.resolve_relation_name(dep, 'relation ' || qname || ' sql scope_rule impacts');
+                PERFORM synchro.check_rule_query(dep_sql, rel, 'sql scope_rule impact query for ' || dep);
+                impacts := impacts || jsonb_build_object(
+                    synchro.dependency_relation(target, '{}', g, 'relation ' || qname || ' sql scope_rule')::text,
+                    jsonb_build_object('relation', synchro.qualified_name(target), 'query', dep_sql));
+            END LOOP;
+        END IF;
+        normalized := jsonb_build_object('kind', kind, 'membership', rule->>'membership', 'impacts', impacts);
+        columns := synchro.relation_columns(rel);
+    ELSE
+        RAISE EXCEPTION 'synchro: relation % rejected: unknown scope_rule kind "%" (shared, column, path, members, sql)', qname, kind
+            USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+END
+$$;

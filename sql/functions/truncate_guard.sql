@@ -1,0 +1,15 @@
+-- synchro.truncate_guard: BEFORE TRUNCATE statement trigger of every registered
+-- relation. TRUNCATE is unsupported in protocol v3 (ADR 001); refusing it up front
+-- keeps capture running. A TRUNCATE that bypasses the trigger still blocks capture
+-- when the worker decodes it.
+CREATE OR REPLACE FUNCTION synchro.truncate_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    RAISE EXCEPTION 'synchro: TRUNCATE of registered relation %.% is not supported; delete rows instead, or perform an operator stream reset',
+        TG_TABLE_SCHEMA, TG_TABLE_NAME
+        USING ERRCODE = 'feature_not_supported';
+END
+$$;
