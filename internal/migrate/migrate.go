@@ -21,8 +21,8 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	sqlfiles "github.com/synchro-sync/synchro/sql"
 	"github.com/synchro-sync/synchro/internal/db"
+	sqlfiles "github.com/synchro-sync/synchro/sql"
 )
 
 // versionTable is where goose records applied migrations.
