@@ -17,6 +17,7 @@ const (
 	ClassRelationDrift  = "relation_drift"
 	ClassKeyChange      = "key_change"
 	ClassMaterialize    = "materialize_error"
+	ClassRegistry       = "registry_unknown"
 )
 
 // Failure is a blocking capture failure of one source transaction. Its text
@@ -107,6 +108,9 @@ func Pair(t *Txn, resolve Resolver) ([]Paired, error) {
 		}
 		if ev.Relation != reg.Relation {
 			return nil, &Failure{Class: ClassRelationDrift, RelationID: reg.RelationID, Detail: "decoded relation identity differs from the registered one"}
+		}
+		if ev.ReplicaIdentity != 'd' || len(ev.KeyColumns) != 1 || ev.KeyColumns[0] != reg.KeyColumn {
+			return nil, &Failure{Class: ClassRelationDrift, RelationID: reg.RelationID, Detail: "replica identity or key of the decoded relation differs from the registration"}
 		}
 		key, ok := ev.Value(reg.KeyColumn)
 		if !ok || key.Null || key.Unchanged {

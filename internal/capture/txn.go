@@ -24,6 +24,10 @@ type RowEvent struct {
 	Old       []Column // key or old tuple, when pgoutput sent one
 	New       []Column
 	Truncated []Relation // truncate only: every truncated relation
+	// ReplicaIdentity and KeyColumns are what the relation message said:
+	// registered relations must have 'd' (DEFAULT) and exactly their key column.
+	ReplicaIdentity byte
+	KeyColumns      []string
 }
 
 // Value returns the named column of the tuple (New, else Old) and whether it exists.
@@ -87,6 +91,12 @@ type Assembler struct {
 func NewAssembler() *Assembler {
 	return &Assembler{relations: map[uint32]*pglogrepl.RelationMessage{}}
 }
+
+// Open returns the transaction being assembled (BEGIN seen, COMMIT not yet), or nil.
+func (a *Assembler) Open() *Txn { return a.cur }
+
+// Reset drops a partly assembled transaction (the stream restarts before it).
+func (a *Assembler) Reset() { a.cur = nil }
 
 // Feed decodes one pgoutput message. It returns the transaction when the
 // message is its COMMIT, else nil. A decode error is a blocking failure.
@@ -174,7 +184,12 @@ func (a *Assembler) row(t *Txn, op string, relID uint32, old, new *pglogrepl.Tup
 	if !ok {
 		return fmt.Errorf("decode: %s on relation %d without a relation message", op, relID)
 	}
-	ev := RowEvent{Ordinal: len(t.Rows), Op: op, Relation: relationOf(rel)}
+	ev := RowEvent{Ordinal: len(t.Rows), Op: op, Relation: relationOf(rel), ReplicaIdentity: rel.ReplicaIdentity}
+	for _, c := range rel.Columns {
+		if c.Flags&1 != 0 {
+			ev.KeyColumns = append(ev.KeyColumns, c.Name)
+		}
+	}
 	var err error
 	if ev.Old, err = columns(rel, old); err != nil {
 		return err

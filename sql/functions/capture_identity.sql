@@ -24,7 +24,7 @@ BEGIN
     IF c.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION 'synchro: relation % rejected: only tables can be registered (this is a %)', qname,
             CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
-                           WHEN 'f' THEN 'foreign table' ELSE 'relkind ' || c.relkind END
+                           WHEN 'f' THEN 'foreign table' ELSE 'relkind ' || c.relkind::text END
             USING ERRCODE = 'invalid_table_definition';
     END IF;
     IF c.relispartition THEN

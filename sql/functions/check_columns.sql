@@ -10,9 +10,9 @@ DECLARE
 BEGIN
     SELECT u INTO unknown
     FROM unnest(cols) u
-    WHERE u <> ALL (synchro.relation_columns(rel))
+    WHERE u IS NULL OR u <> ALL (synchro.relation_columns(rel))
     LIMIT 1;
-    IF unknown IS NOT NULL THEN
+    IF FOUND THEN
         RAISE EXCEPTION 'synchro: relation % rejected: % names unknown column "%"',
             synchro.qualified_name(rel), context, unknown
             USING ERRCODE = 'undefined_column';

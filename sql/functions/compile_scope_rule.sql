@@ -81,6 +81,9 @@ BEGIN
             END IF;
             IF cur = rel THEN
                 columns := ARRAY[hop_col];
+            ELSE
+                -- cur is registered by now; its projection must hold the column followed.
+                PERFORM synchro.dependency_relation(cur, ARRAY[hop_col], g, 'relation ' || qname || ' path scope_rule');
             END IF;
             -- The target is captured whole, so later steps and the template can read it.
             hops := hops || jsonb_build_object('column', hop_col,
@@ -88,7 +91,8 @@ BEGIN
                                                'relation', synchro.qualified_name(target));
             cur := target;
         END LOOP;
-        PERFORM synchro.template_columns(rule->>'template', cur, 'path scope_rule');
+        PERFORM synchro.dependency_relation(cur, synchro.template_columns(rule->>'template', cur, 'path scope_rule'),
+                                            g, 'relation ' || qname || ' path scope_rule');
         normalized := jsonb_build_object('kind', kind, 'path', hops, 'template', rule->>'template');
     WHEN 'members' THEN
         PERFORM synchro.check_keys(rule, ARRAY['kind', 'relation', 'column', 'template'], rel, 'scope_rule');
@@ -108,7 +112,9 @@ BEGIN
         END IF;
         PERFORM synchro.template_columns(rule->>'template', member_rel, 'members scope_rule');
         normalized := jsonb_build_object('kind', kind, 'column', member_col, 'template', rule->>'template',
-                                         'relation_id', synchro.dependency_relation(member_rel, '{}', g, 'relation ' || qname || ' members scope_rule'),
+                                         'relation_id', synchro.dependency_relation(member_rel,
+                                             member_col || synchro.template_columns(rule->>'template', member_rel, 'members scope_rule'),
+                                             g, 'relation ' || qname || ' members scope_rule'),
                                          'relation', synchro.qualified_name(member_rel));
         columns := '{}';
     WHEN 'sql' THEN

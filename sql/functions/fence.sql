@@ -17,6 +17,9 @@
 CREATE OR REPLACE FUNCTION synchro.fence()
 RETURNS trigger
 LANGUAGE plpgsql
+-- Definer: writers of registered tables need no rights on the synchro schema, and
+-- pg_logical_emit_message is reserved to privileged roles.
+SECURITY DEFINER
 SET search_path = pg_catalog
 AS $$
 DECLARE

@@ -54,10 +54,6 @@ BEGIN
         RAISE EXCEPTION 'synchro: relation % rejected: wire name "%" must be a letter or underscore followed by letters, digits or underscores (at most 63)', qname, wire_name
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF EXISTS (SELECT FROM synchro.synced_table WHERE name = wire_name) THEN
-        RAISE EXCEPTION 'synchro: relation % rejected: wire name "%" is already used by another registered table; pass options.name', qname, wire_name
-            USING ERRCODE = 'duplicate_object';
-    END IF;
 
     all_cols := synchro.relation_columns(rel);
     IF options ? 'sync_columns' AND options ? 'exclude_columns' THEN
@@ -108,11 +104,27 @@ BEGIN
     g := synchro.begin_registry_change('register_table ' || qname);
     compiled := synchro.compile_scope_rule(rel, scope_rule, g);
     rid := synchro.capture_relation(rel, 'synced', sync_cols || compiled.columns, g);
+    -- Checked after capture_relation, so that relation drift (a dropped and recreated
+    -- relation whose old registration still holds the wire name) is reported as such.
+    IF EXISTS (SELECT FROM synchro.synced_table WHERE name = wire_name) THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: wire name "%" is already used by another registered table; pass options.name', qname, wire_name
+            USING ERRCODE = 'duplicate_object';
+    END IF;
     INSERT INTO synchro.synced_table (relation_id, name, scope_rule, sync_columns, push_policy,
                                       updated_at_column, deleted_at_column, registered_input)
     VALUES (rid, wire_name, compiled.normalized, sync_cols, policy,
             options->>'updated_at_column', options->>'deleted_at_column', input)
     RETURNING table_id INTO tid;
+    -- Rule evaluation finds rows by the columns path and members rules follow.
+    IF compiled.normalized ->> 'kind' = 'path' THEN
+        FOR i IN 0 .. jsonb_array_length(compiled.normalized -> 'path') - 1 LOOP
+            PERFORM synchro.ensure_projection_index(
+                CASE WHEN i = 0 THEN rid ELSE (compiled.normalized -> 'path' -> (i - 1) ->> 'relation_id')::bigint END,
+                compiled.normalized -> 'path' -> i ->> 'column');
+        END LOOP;
+    ELSIF compiled.normalized ->> 'kind' = 'members' THEN
+        PERFORM synchro.ensure_projection_index((compiled.normalized ->> 'relation_id')::bigint, compiled.normalized ->> 'column');
+    END IF;
     PERFORM synchro.activate_registry_generation(g);
     RETURN tid;
 END

@@ -1,0 +1,405 @@
+package wal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/synchro-sync/synchro/internal/capture"
+)
+
+// stream is one streaming session over the replication connection.
+type stream struct {
+	w    *Worker
+	conn *pgconn.PgConn
+	ack  pglogrepl.LSN // durable acknowledgement == slot position
+
+	reg    *registry
+	active int64 // registry generation active after the last materialized transaction
+	asm    *capture.Assembler
+	batch  []*capture.Txn
+	oldest time.Time // when the first transaction of the batch arrived
+
+	lastData   time.Time
+	idleTarget pglogrepl.LSN // flush position read for an idle acknowledgement, 0 when none
+	lastStatus time.Time
+}
+
+func (s *stream) run(ctx context.Context) error {
+	w := s.w
+	var err error
+	if s.reg, err = loadRegistry(ctx, w.pool); err != nil {
+		return err
+	}
+	if err := w.pool.QueryRow(ctx, `SELECT registry_generation FROM synchro.progress`).Scan(&s.active); err != nil {
+		return err
+	}
+	s.asm = capture.NewAssembler()
+	err = pglogrepl.StartReplication(ctx, s.conn, w.cfg.Slot, s.ack, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", w.cfg.Publication), "messages 'true'"},
+	})
+	if err != nil {
+		return fmt.Errorf("start replication: %w", err)
+	}
+	w.setState("streaming")
+	s.lastData = time.Now()
+	for {
+		if err := s.flushIfDue(ctx); err != nil {
+			return err
+		}
+		if err := s.maybeIdle(ctx); err != nil {
+			return err
+		}
+		if time.Since(s.lastStatus) > 10*time.Second {
+			if err := s.sendStatus(ctx, s.ack, false); err != nil {
+				return err
+			}
+		}
+		wait := time.Second
+		if len(s.batch) > 0 {
+			wait = max(time.Millisecond, w.cfg.BatchMaxDelay-time.Since(s.oldest))
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) && ctx.Err() == nil {
+				if len(s.batch) > 0 {
+					if err := s.flush(ctx); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		if err := s.handle(ctx, msg); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error {
+	switch m := msg.(type) {
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("replication: %s (SQLSTATE %s)", m.Message, m.Code)
+	case *pgproto3.CopyData:
+		switch m.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+			if err != nil {
+				return err
+			}
+			if s.idleTarget != 0 && ka.ServerWALEnd >= s.idleTarget {
+				if err := s.idleAck(ctx); err != nil {
+					return err
+				}
+			}
+			if ka.ReplyRequested {
+				return s.sendStatus(ctx, s.ack, false)
+			}
+		case pglogrepl.XLogDataByteID:
+			xld, err := pglogrepl.ParseXLogData(m.Data[1:])
+			if err != nil {
+				return err
+			}
+			s.lastData = time.Now()
+			s.idleTarget = 0 // data arrived: this is no idle stream
+			txn, err := s.asm.Feed(xld.WALData)
+			if err != nil {
+				return s.decodeFailure(ctx, err)
+			}
+			if txn != nil {
+				if len(s.batch) == 0 {
+					s.oldest = time.Now()
+				}
+				s.batch = append(s.batch, txn)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *stream) flushIfDue(ctx context.Context) error {
+	if len(s.batch) == 0 {
+		return nil
+	}
+	if len(s.batch) >= s.w.cfg.BatchMaxTxns || time.Since(s.oldest) >= s.w.cfg.BatchMaxDelay {
+		return s.flush(ctx)
+	}
+	return nil
+}
+
+// flush materializes the buffered transactions in commit order and acknowledges
+// them. A transaction that cannot be prepared or materialized is quarantined
+// after every transaction before it was materialized and acknowledged.
+func (s *stream) flush(ctx context.Context) error {
+	w := s.w
+	txns := s.batch
+	s.batch = nil
+	if err := w.step(StepReceived); err != nil {
+		return err
+	}
+	if err := s.checkSlot(ctx); err != nil {
+		return err
+	}
+	prepared := make([]batchTxn, 0, len(txns))
+	var poison *capture.Failure
+	var poisonTxn *capture.Txn
+	active := s.active
+	for _, txn := range txns {
+		if s.needsRegistry(txn) {
+			reg, err := loadRegistry(ctx, w.pool)
+			if err != nil {
+				return err
+			}
+			s.reg = reg
+		}
+		bt, err := prepare(txn, s.reg, active)
+		if err != nil {
+			if !errors.As(err, &poison) {
+				return err
+			}
+			poisonTxn = txn
+			break
+		}
+		active = bt.RegistryGeneration
+		prepared = append(prepared, bt)
+	}
+	done, failed, err := s.materialize(ctx, prepared)
+	if err != nil {
+		return err
+	}
+	if done > 0 {
+		last := prepared[done-1]
+		s.active = last.RegistryGeneration
+		end, _ := pglogrepl.ParseLSN(last.EndLSN)
+		if err := s.acknowledge(ctx, end); err != nil {
+			return err
+		}
+	}
+	sqlstate := ""
+	if failed != nil {
+		poison, poisonTxn, sqlstate = failed.failure, txns[done], failed.sqlstate
+	}
+	if poison != nil {
+		return s.quarantine(ctx, poisonTxn, poison, sqlstate)
+	}
+	return nil
+}
+
+func (s *stream) needsRegistry(txn *capture.Txn) bool {
+	for _, a := range txn.Activations {
+		if a.Generation > s.reg.latest {
+			return true
+		}
+	}
+	return false
+}
+
+// materialized failure of one transaction, with its SQLSTATE.
+type matFailure struct {
+	failure  *capture.Failure
+	sqlstate string
+}
+
+// materialize runs one materialization call for the whole batch; when it fails
+// it retries transaction by transaction so the earlier ones commit and exactly
+// the failing one is reported. It returns how many leading transactions are
+// durable.
+func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFailure, error) {
+	if len(txns) == 0 {
+		return 0, nil, nil
+	}
+	err := s.materializeCall(ctx, txns)
+	if err == nil {
+		return len(txns), nil, s.w.step(StepMaterialized)
+	}
+	if !poisonable(err) {
+		return 0, nil, err
+	}
+	for i := range txns {
+		if err := s.materializeCall(ctx, txns[i:i+1]); err != nil {
+			if !poisonable(err) {
+				return i, nil, err
+			}
+			var pgErr *pgconn.PgError
+			errors.As(err, &pgErr)
+			s.w.cfg.Log.Error("materialization failed", "worker", s.w.cfg.WorkerID, "commit_lsn", txns[i].CommitLSN, "sqlstate", pgErr.Code)
+			f := &matFailure{failure: &capture.Failure{Class: capture.ClassMaterialize, Detail: "materialization failed"}, sqlstate: pgErr.Code}
+			if i > 0 {
+				if err := s.w.step(StepMaterialized); err != nil {
+					return i, nil, err
+				}
+			}
+			return i, f, nil
+		}
+	}
+	return len(txns), nil, s.w.step(StepMaterialized)
+}
+
+func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
+	body, err := json.Marshal(txns)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.w.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body)
+		return err
+	})
+}
+
+// poisonable tells a failure of the transaction itself from a passing one
+// (connection, resources, serialization, shutdown), which only restarts the session.
+func poisonable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "08", "40", "53", "57", "58":
+		return false
+	}
+	return true
+}
+
+// acknowledge advances the slot to a processed boundary already recorded, waits
+// until the slot has taken it, then records the acknowledgement.
+func (s *stream) acknowledge(ctx context.Context, boundary pglogrepl.LSN) error {
+	if boundary <= s.ack {
+		return nil
+	}
+	if err := s.sendStatus(ctx, boundary, false); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		var confirmed string
+		if err := s.w.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots
+			WHERE slot_name = $1 AND database = current_database()`, s.w.cfg.Slot).Scan(&confirmed); err != nil {
+			return fmt.Errorf("read slot position: %w", err)
+		}
+		if lsn, err := pglogrepl.ParseLSN(confirmed); err == nil && lsn >= boundary {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("slot did not confirm %s within 30s", boundary)
+		}
+		time.Sleep(pause)
+	}
+	if err := s.w.step(StepSlotAdvanced); err != nil {
+		return err
+	}
+	if _, err := s.w.pool.Exec(ctx, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, boundary.String()); err != nil {
+		return err
+	}
+	s.ack = boundary
+	return s.w.step(StepAcknowledged)
+}
+
+func (s *stream) sendStatus(ctx context.Context, pos pglogrepl.LSN, reply bool) error {
+	s.lastStatus = time.Now()
+	return pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos, WALFlushPosition: pos, WALApplyPosition: pos, ReplyRequested: reply,
+	})
+}
+
+// checkSlot requires the slot to equal the durable acknowledgement before more
+// WAL is materialized; a mismatch blocks the worker.
+func (s *stream) checkSlot(ctx context.Context) error {
+	p, err := s.w.readPositions(ctx)
+	if err != nil {
+		return err
+	}
+	if !p.slotFound || p.slot != p.ack || p.ack != s.ack {
+		return fmt.Errorf("%w: slot position %s differs from the durable acknowledgement %s", errBlocked, p.slot, p.ack)
+	}
+	return nil
+}
+
+// maybeIdle starts an idle acknowledgement when the stream has been quiet: it
+// reads the WAL flush position first, then asks the server for a keepalive. If
+// the keepalive reports that everything up to that position was sent and no data
+// arrived meanwhile, idleAck acknowledges it.
+func (s *stream) maybeIdle(ctx context.Context) error {
+	if s.idleTarget != 0 || len(s.batch) > 0 || s.asm.Open() != nil || time.Since(s.lastData) < s.w.cfg.IdleAckInterval {
+		return nil
+	}
+	var flush string
+	if err := s.w.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&flush); err != nil {
+		return err
+	}
+	target, err := pglogrepl.ParseLSN(flush)
+	if err != nil {
+		return err
+	}
+	s.lastData = time.Now() // next idle attempt after another quiet interval
+	if target <= s.ack {
+		return nil
+	}
+	s.idleTarget = target
+	return s.sendStatus(ctx, s.ack, true)
+}
+
+func (s *stream) idleAck(ctx context.Context) error {
+	target := s.idleTarget
+	s.idleTarget = 0
+	if len(s.batch) > 0 || s.asm.Open() != nil {
+		return nil
+	}
+	if blocked, err := s.w.poisonBlocks(ctx); err != nil || blocked {
+		return err
+	}
+	if err := s.checkSlot(ctx); err != nil {
+		return err
+	}
+	if _, err := s.w.pool.Exec(ctx, `SELECT synchro.record_processed($1::pg_lsn)`, target.String()); err != nil {
+		return err
+	}
+	return s.acknowledge(ctx, target)
+}
+
+// decodeFailure quarantines the transaction being assembled when a message
+// cannot be decoded; without one it is a session failure.
+func (s *stream) decodeFailure(ctx context.Context, err error) error {
+	open := s.asm.Open()
+	if open == nil {
+		return err
+	}
+	// Transactions completed before it are materialized first.
+	if len(s.batch) > 0 {
+		if ferr := s.flush(ctx); ferr != nil {
+			return ferr
+		}
+	}
+	open.EndLSN = open.CommitLSN
+	return s.quarantine(ctx, open, &capture.Failure{Class: capture.ClassDecode, Detail: err.Error()}, "")
+}
+
+// quarantine writes the redacted poison record and blocks the stream before txn.
+func (s *stream) quarantine(ctx context.Context, txn *capture.Txn, f *capture.Failure, sqlstate string) error {
+	var rel *int64
+	if f.RelationID != 0 {
+		rel = &f.RelationID
+	}
+	var state *string
+	if sqlstate != "" {
+		state = &sqlstate
+	}
+	var id int64
+	err := s.w.pool.QueryRow(ctx, `SELECT synchro.quarantine($1::pg_lsn, $2::pg_lsn, $3, $4, $5, $6)`,
+		txn.CommitLSN.String(), txn.EndLSN.String(), int64(txn.Xid), f.Class, state, rel).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("record poison: %w", err)
+	}
+	s.w.cfg.Log.Error("stream blocked by poison transaction", "worker", s.w.cfg.WorkerID, "poison_id", id,
+		"commit_lsn", txn.CommitLSN.String(), "class", f.Class, "relation_id", f.RelationID, "sqlstate", sqlstate)
+	return errBlocked
+}

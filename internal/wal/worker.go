@@ -1,0 +1,331 @@
+// Package wal is Synchro's capture worker: it streams the logical replication
+// slot (pgoutput, messages on), buffers each committed source transaction whole,
+// hands batches of whole transactions to synchro.materialize_transaction in
+// commit order, and acknowledges the slot by the rules of ADR 001: processed
+// boundary, then slot advance, then acknowledgement record; never past a poison.
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Step names a point between the worker's durable steps, where tests stop it.
+type Step string
+
+const (
+	StepReceived     Step = "received"      // a batch is buffered, nothing of it durable yet
+	StepMaterialized Step = "materialized"  // materialization committed, slot not advanced
+	StepSlotAdvanced Step = "slot_advanced" // slot advanced, acknowledgement not recorded
+	StepAcknowledged Step = "acknowledged"  // acknowledgement recorded
+)
+
+// Config configures a worker.
+type Config struct {
+	DatabaseURL string
+	Slot        string
+	Publication string
+	WorkerID    string
+
+	BatchMaxTxns      int           // most transactions per materialization call
+	BatchMaxDelay     time.Duration // longest a received transaction waits for its batch
+	IdleAckInterval   time.Duration // how often an idle stream acknowledges the flush position
+	HeartbeatInterval time.Duration
+	RetryInterval     time.Duration // pause before a new session after a failure or while blocked
+
+	// AfterStep, when set, runs after each step; an error stops the worker there
+	// at once, as a crash would (tests use it).
+	AfterStep func(Step) error
+
+	Log *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.BatchMaxTxns <= 0 {
+		c.BatchMaxTxns = 500
+	}
+	if c.BatchMaxDelay <= 0 {
+		c.BatchMaxDelay = 20 * time.Millisecond
+	}
+	if c.IdleAckInterval <= 0 {
+		c.IdleAckInterval = time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// ErrStopped is returned by Run when an AfterStep hook stopped the worker.
+var ErrStopped = errors.New("worker stopped by hook")
+
+// errBlocked ends a session while a poison transaction blocks the stream.
+var errBlocked = errors.New("stream blocked by a poison transaction")
+
+// errStandby ends a session while another worker holds the worker role.
+var errStandby = errors.New("another worker holds the worker role")
+
+// Worker is one capture worker process.
+type Worker struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	started time.Time
+
+	mu    sync.Mutex
+	state string
+}
+
+// New returns a worker over pool (a pool on cfg.DatabaseURL).
+func New(cfg Config, pool *pgxpool.Pool) *Worker {
+	cfg.defaults()
+	return &Worker{cfg: cfg, pool: pool, started: time.Now(), state: "starting"}
+}
+
+func (w *Worker) setState(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != s {
+		w.cfg.Log.Info("worker state", "worker", w.cfg.WorkerID, "state", s)
+	}
+	w.state = s
+}
+
+func (w *Worker) getState() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
+}
+
+// Run streams until ctx ends (nil) or a hook stops the worker (ErrStopped).
+// Failures end the session; a new one starts after RetryInterval.
+func (w *Worker) Run(ctx context.Context) error {
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	go w.heartbeat(hbCtx)
+	for {
+		err := w.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrStopped):
+			return err
+		case errors.Is(err, errBlocked):
+			w.setState("blocked")
+		case errors.Is(err, errStandby):
+			w.setState("standby")
+		case err != nil:
+			w.setState("retrying")
+			w.cfg.Log.Error("worker session failed", "worker", w.cfg.WorkerID, "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(w.cfg.RetryInterval):
+		}
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		_, err := w.pool.Exec(ctx, `
+			SELECT synchro.record_heartbeat($1, $2, $3, $4, p.registry_generation, p.materialized_commit_lsn, p.materialized_end_lsn)
+			FROM (SELECT NULL) x LEFT JOIN synchro.progress p ON true`,
+			w.cfg.WorkerID, w.getState(), w.started, w.cfg.Slot)
+		if err != nil && ctx.Err() == nil {
+			w.cfg.Log.Warn("heartbeat failed", "worker", w.cfg.WorkerID, "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Worker) step(s Step) error {
+	if w.cfg.AfterStep == nil {
+		return nil
+	}
+	if err := w.cfg.AfterStep(s); err != nil {
+		return fmt.Errorf("%w at %s: %v", ErrStopped, s, err)
+	}
+	return nil
+}
+
+// session holds the worker role (a session advisory lock), prepares the stream
+// and the slot, then streams until an error.
+func (w *Worker) session(ctx context.Context) error {
+	lockConn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer lockConn.Release()
+	var locked bool
+	if err := lockConn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('synchro.worker'))`).Scan(&locked); err != nil {
+		return err
+	}
+	if !locked {
+		return errStandby
+	}
+	defer lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('synchro.worker'))`) //nolint:errcheck
+	w.setState("starting")
+
+	repl, err := w.replicationConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.Background())
+
+	if err := w.ensureStream(ctx, repl); err != nil {
+		return err
+	}
+	ack, err := w.reconcileSlot(ctx)
+	if err != nil {
+		return err
+	}
+	if blocked, err := w.poisonBlocks(ctx); err != nil {
+		return err
+	} else if blocked {
+		return errBlocked
+	}
+	s := &stream{w: w, conn: repl, ack: ack}
+	return s.run(ctx)
+}
+
+func (w *Worker) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(w.cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	// Output functions of the walsender render values in these settings; the
+	// image conversion relies on them.
+	for k, v := range map[string]string{
+		"replication": "database", "DateStyle": "ISO, YMD", "TimeZone": "UTC",
+		"extra_float_digits": "3", "bytea_output": "hex", "IntervalStyle": "iso_8601",
+		"application_name": "synchro-worker",
+	} {
+		cfg.RuntimeParams[k] = v
+	}
+	return pgconn.ConnectConfig(ctx, cfg)
+}
+
+// ensureStream starts the first stream generation when there is none: the slot is
+// created and its consistent point becomes generation_start. A slot left by a
+// start that never recorded progress holds no durable work and is replaced.
+func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
+	var exists bool
+	if err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.progress)`).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	if _, err := w.pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+		WHERE slot_name = $1 AND database = current_database() AND NOT active`, w.cfg.Slot); err != nil {
+		return err
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, w.cfg.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
+	if err != nil {
+		return fmt.Errorf("create slot %s: %w", w.cfg.Slot, err)
+	}
+	if _, err := w.pool.Exec(ctx, `SELECT synchro.start_stream($1, $2::pg_lsn)`, w.cfg.Slot, res.ConsistentPoint); err != nil {
+		return err
+	}
+	w.cfg.Log.Info("stream generation started", "worker", w.cfg.WorkerID, "slot", w.cfg.Slot, "generation_start", res.ConsistentPoint)
+	return nil
+}
+
+// positions is the durable progress beside the slot's confirmed position.
+type positions struct {
+	slot, start, ack, processed pglogrepl.LSN
+	slotFound                   bool
+}
+
+func (w *Worker) readPositions(ctx context.Context) (positions, error) {
+	var p positions
+	var slot *string
+	var start, ack, processed string
+	err := w.pool.QueryRow(ctx, `
+		SELECT (SELECT s.confirmed_flush_lsn::text FROM pg_replication_slots s
+		        WHERE s.slot_name = p.slot_name AND s.database = current_database()),
+		       p.generation_start_lsn::text,
+		       coalesce(p.acknowledged_end_lsn, p.generation_start_lsn)::text,
+		       p.processed_end_lsn::text
+		FROM synchro.progress p`).Scan(&slot, &start, &ack, &processed)
+	if err != nil {
+		return p, err
+	}
+	for _, f := range []struct {
+		s   string
+		dst *pglogrepl.LSN
+	}{{start, &p.start}, {ack, &p.ack}, {processed, &p.processed}} {
+		if *f.dst, err = pglogrepl.ParseLSN(f.s); err != nil {
+			return p, err
+		}
+	}
+	if slot != nil {
+		p.slotFound = true
+		if p.slot, err = pglogrepl.ParseLSN(*slot); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// reconcileSlot repairs the two legal crash windows and refuses the two illegal
+// slot positions (ADR 001, "Slot acknowledgement"), returning the acknowledgement
+// the stream resumes from.
+func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
+	p, err := w.readPositions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case !p.slotFound:
+		return 0, fmt.Errorf("%w: replication slot %s is missing", errBlocked, w.cfg.Slot)
+	case p.slot < p.start:
+		return 0, fmt.Errorf("%w: slot %s at %s is before the generation start %s", errBlocked, w.cfg.Slot, p.slot, p.start)
+	case p.slot > p.processed:
+		return 0, fmt.Errorf("%w: slot %s at %s is after the processed boundary %s", errBlocked, w.cfg.Slot, p.slot, p.processed)
+	case p.slot < p.ack:
+		// The slot advance did not survive a crash: every transaction up to the
+		// acknowledgement is durable, so advancing skips and replays nothing.
+		if _, err := w.pool.Exec(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn)`, w.cfg.Slot, p.ack.String()); err != nil {
+			return 0, fmt.Errorf("advance slot to acknowledgement: %w", err)
+		}
+		w.cfg.Log.Info("slot advanced to durable acknowledgement", "worker", w.cfg.WorkerID, "from", p.slot, "to", p.ack)
+	case p.slot > p.ack:
+		// The crash came after the slot advance and before the acknowledgement
+		// record; everything before the slot position is durable.
+		if _, err := w.pool.Exec(ctx, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, p.slot.String()); err != nil {
+			return 0, err
+		}
+		w.cfg.Log.Info("acknowledgement adopted from slot", "worker", w.cfg.WorkerID, "from", p.ack, "to", p.slot)
+		p.ack = p.slot
+	}
+	return p.ack, nil
+}
+
+// poisonBlocks reports whether a poison transaction blocks the stream: it does
+// until an operator requests its retry.
+func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
+	var blocked bool
+	err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.poison_txn WHERE resolved_at IS NULL AND retry_requested_at IS NULL)`).Scan(&blocked)
+	return blocked, err
+}

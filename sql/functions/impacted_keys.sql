@@ -1,0 +1,46 @@
+-- synchro.impacted_keys: keys of synced table tid whose membership may change when
+-- row (rid, key) of a relation its rule reads changed from old_image to new_image
+-- (either may be NULL). Path rules walk the foreign-key steps backwards over the
+-- projections; members rules take the referenced key before and after; sql rules
+-- run the registered impact query on both images. Reads projections only.
+CREATE OR REPLACE FUNCTION synchro.impacted_keys(tid integer, rid bigint, key text, old_image jsonb, new_image jsonb)
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    rule jsonb;
+    table_rid bigint;
+    hops jsonb;
+    keys text[];
+    img jsonb;
+BEGIN
+    SELECT t.scope_rule, t.relation_id INTO rule, table_rid FROM synchro.synced_table t WHERE t.table_id = tid;
+    CASE rule ->> 'kind'
+    WHEN 'path' THEN
+        hops := rule -> 'path';
+        FOR j IN 0 .. jsonb_array_length(hops) - 1 LOOP
+            CONTINUE WHEN (hops -> j ->> 'relation_id')::bigint <> rid;
+            keys := ARRAY[key];
+            FOR i IN REVERSE j .. 0 LOOP
+                keys := ARRAY(SELECT l.key FROM synchro.projection_lookup(
+                                  CASE WHEN i = 0 THEN table_rid ELSE (hops -> (i - 1) ->> 'relation_id')::bigint END,
+                                  hops -> i ->> 'column', keys) l);
+            END LOOP;
+            RETURN QUERY SELECT unnest(keys);
+        END LOOP;
+    WHEN 'members' THEN
+        RETURN QUERY SELECT DISTINCT k FROM (VALUES (old_image ->> (rule ->> 'column')), (new_image ->> (rule ->> 'column'))) v(k)
+            WHERE k IS NOT NULL;
+    WHEN 'sql' THEN
+        FOREACH img IN ARRAY ARRAY[old_image, new_image] LOOP
+            CONTINUE WHEN img IS NULL;
+            RETURN QUERY EXECUTE format('SELECT DISTINCT k::text FROM (%s) AS impact(k) WHERE k IS NOT NULL',
+                                        rule -> 'impacts' -> rid::text ->> 'query')
+                USING img;
+        END LOOP;
+    ELSE
+        RETURN;
+    END CASE;
+END
+$$;

@@ -1,0 +1,17 @@
+-- synchro.projection_lookup: keys and images of the projected rows of relation rid
+-- whose column col holds one of vals. Planned with literal values so the partial
+-- expression index that registration creates for (rid, col) is used.
+CREATE OR REPLACE FUNCTION synchro.projection_lookup(rid bigint, col text, vals text[])
+RETURNS TABLE (key text, image jsonb)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    IF vals IS NULL OR cardinality(vals) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT p.key, p.image FROM synchro.projection p WHERE p.relation_id = %s AND (p.image ->> %L) = ANY ($1)',
+        rid, col) USING vals;
+END
+$$;

@@ -1,0 +1,17 @@
+-- synchro.record_heartbeat: a worker's periodic report of its state and the
+-- registry generation and materialized position it has reached.
+CREATE OR REPLACE FUNCTION synchro.record_heartbeat(worker text, worker_state text, started timestamptz, slot name,
+                                                    registry_gen bigint, mat_commit pg_lsn, mat_end pg_lsn)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog
+AS $$
+    INSERT INTO synchro.worker_heartbeat AS h (worker_id, database_name, slot_name, state, heartbeat_at,
+                                               registry_generation, materialized_commit_lsn, materialized_end_lsn, started_at)
+    VALUES (worker, current_database(), slot, worker_state, now(), registry_gen, mat_commit, mat_end, started)
+    ON CONFLICT (worker_id) DO UPDATE
+        SET state = EXCLUDED.state, heartbeat_at = EXCLUDED.heartbeat_at, slot_name = EXCLUDED.slot_name,
+            registry_generation = EXCLUDED.registry_generation,
+            materialized_commit_lsn = EXCLUDED.materialized_commit_lsn,
+            materialized_end_lsn = EXCLUDED.materialized_end_lsn, started_at = EXCLUDED.started_at
+$$;

@@ -1,0 +1,48 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/synchro-sync/synchro/internal/testdb"
+)
+
+func TestWorkerMaterializesEffects(t *testing.T) {
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.docs (id text PRIMARY KEY, title text, owner_id text);
+		SELECT synchro.register_table('app.docs', '{"kind":"column","template":"user:{owner_id}"}')`)
+	startWorker(t, d, workerConfig(d, "w1"))
+	waitFor(t, "stream start", 30e9, func() (bool, error) {
+		var ok bool
+		err := d.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM synchro.progress)`).Scan(&ok)
+		return ok, err
+	})
+	d.Exec(t, `INSERT INTO app.docs VALUES ('d1', 'one', 'u1'), ('d2', 'two', 'u2')`)
+	d.Exec(t, `UPDATE app.docs SET owner_id = 'u2' WHERE id = 'd1'`)
+	waitMaterialized(t, d)
+	rows, err := d.Pool.Query(context.Background(), `SELECT scope, event_ordinal, effect_ordinal, key, op FROM synchro.effect ORDER BY commit_lsn, scope, event_ordinal, effect_ordinal`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var scope, key, op string
+		var eo, fo int
+		if err := rows.Scan(&scope, &eo, &fo, &key, &op); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, scope+"/"+key+"/"+op)
+	}
+	t.Logf("effects: %v", got)
+	want := []string{"user:u1/d1/upsert", "user:u2/d2/upsert", "user:u1/d1/delete", "user:u2/d1/upsert"}
+	if len(got) != len(want) {
+		t.Fatalf("effects %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("effects %v, want %v", got, want)
+		}
+	}
+}
