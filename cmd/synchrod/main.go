@@ -20,6 +20,7 @@ import (
 	"github.com/synchro-sync/synchro/internal/config"
 	"github.com/synchro-sync/synchro/internal/httpapi"
 	"github.com/synchro-sync/synchro/internal/migrate"
+	"github.com/synchro-sync/synchro/internal/wal"
 )
 
 func main() {
@@ -40,7 +41,14 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	var common config.Common
 	common.Register(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address (env SYNCHRO_LISTEN)")
-	if err := config.Parse(fs, args, config.Merge(config.CommonEnv, map[string]string{"listen": "SYNCHRO_LISTEN"})); err != nil {
+	runWorker := fs.Bool("worker", true, "run the WAL capture worker (one active per database; others stand by) (env SYNCHRO_WORKER)")
+	host, _ := os.Hostname()
+	workerID := fs.String("worker-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker identity in heartbeats (env SYNCHRO_WORKER_ID)")
+	heartbeat := fs.Duration("heartbeat-interval", time.Second, "worker heartbeat interval (env SYNCHRO_HEARTBEAT_INTERVAL)")
+	if err := config.Parse(fs, args, config.Merge(config.CommonEnv, map[string]string{
+		"listen": "SYNCHRO_LISTEN", "worker": "SYNCHRO_WORKER", "worker-id": "SYNCHRO_WORKER_ID",
+		"heartbeat-interval": "SYNCHRO_HEARTBEAT_INTERVAL",
+	})); err != nil {
 		return err
 	}
 	if err := common.Validate(); err != nil {
@@ -56,6 +64,15 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 
+	workerDone := make(chan error, 1)
+	if *runWorker {
+		w := wal.New(wal.Config{
+			DatabaseURL: common.DatabaseURL, Slot: common.Slot, Publication: common.Publication,
+			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log,
+		}, pool)
+		go func() { workerDone <- w.Run(ctx) }()
+	}
+
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
@@ -68,6 +85,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	select {
 	case err := <-errc:
 		return err
+	case err := <-workerDone:
+		return fmt.Errorf("worker: %w", err)
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

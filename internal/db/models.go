@@ -8,6 +8,29 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type SynchroEffect struct {
+	StreamGeneration pgtype.UUID `json:"stream_generation"`
+	Scope            string      `json:"scope"`
+	CommitLsn        interface{} `json:"commit_lsn"`
+	EventOrdinal     int32       `json:"event_ordinal"`
+	EffectOrdinal    int32       `json:"effect_ordinal"`
+	TableID          int32       `json:"table_id"`
+	Key              string      `json:"key"`
+	Op               string      `json:"op"`
+	Version          pgtype.Text `json:"version"`
+}
+
+type SynchroEventLedger struct {
+	StreamGeneration pgtype.UUID `json:"stream_generation"`
+	CommitLsn        interface{} `json:"commit_lsn"`
+	EventOrdinal     int32       `json:"event_ordinal"`
+	RelationID       int64       `json:"relation_id"`
+	Op               string      `json:"op"`
+	Key              string      `json:"key"`
+	FenceID          pgtype.UUID `json:"fence_id"`
+	Version          string      `json:"version"`
+}
+
 type SynchroFence struct {
 	FenceID         pgtype.UUID        `json:"fence_id"`
 	RelationID      int64              `json:"relation_id"`
@@ -26,6 +49,61 @@ type SynchroFunctionBundle struct {
 	Singleton   bool               `json:"singleton"`
 	Digest      string             `json:"digest"`
 	InstalledAt pgtype.Timestamptz `json:"installed_at"`
+}
+
+type SynchroMembership struct {
+	StreamGeneration pgtype.UUID `json:"stream_generation"`
+	Scope            string      `json:"scope"`
+	TableID          int32       `json:"table_id"`
+	Key              string      `json:"key"`
+	FromLsn          interface{} `json:"from_lsn"`
+	ToLsn            interface{} `json:"to_lsn"`
+}
+
+type SynchroPoison struct {
+	PoisonID         int64              `json:"poison_id"`
+	StreamGeneration pgtype.UUID        `json:"stream_generation"`
+	CommitLsn        interface{}        `json:"commit_lsn"`
+	EndLsn           interface{}        `json:"end_lsn"`
+	Xid              int64              `json:"xid"`
+	FailureClass     string             `json:"failure_class"`
+	Sqlstate         pgtype.Text        `json:"sqlstate"`
+	RelationID       pgtype.Int8        `json:"relation_id"`
+	Relation         interface{}        `json:"relation"`
+	Attempts         int32              `json:"attempts"`
+	FirstFailedAt    pgtype.Timestamptz `json:"first_failed_at"`
+	LastFailedAt     pgtype.Timestamptz `json:"last_failed_at"`
+	RetryRequestedAt pgtype.Timestamptz `json:"retry_requested_at"`
+}
+
+type SynchroPoisonTxn struct {
+	PoisonID         int64              `json:"poison_id"`
+	StreamGeneration pgtype.UUID        `json:"stream_generation"`
+	CommitLsn        interface{}        `json:"commit_lsn"`
+	EndLsn           interface{}        `json:"end_lsn"`
+	Xid              int64              `json:"xid"`
+	FailureClass     string             `json:"failure_class"`
+	Sqlstate         pgtype.Text        `json:"sqlstate"`
+	RelationID       pgtype.Int8        `json:"relation_id"`
+	Attempts         int32              `json:"attempts"`
+	FirstFailedAt    pgtype.Timestamptz `json:"first_failed_at"`
+	LastFailedAt     pgtype.Timestamptz `json:"last_failed_at"`
+	RetryRequestedAt pgtype.Timestamptz `json:"retry_requested_at"`
+	ResolvedAt       pgtype.Timestamptz `json:"resolved_at"`
+}
+
+type SynchroProgress struct {
+	Singleton             bool               `json:"singleton"`
+	StreamGeneration      pgtype.UUID        `json:"stream_generation"`
+	SlotName              string             `json:"slot_name"`
+	DatabaseName          string             `json:"database_name"`
+	GenerationStartLsn    interface{}        `json:"generation_start_lsn"`
+	MaterializedCommitLsn interface{}        `json:"materialized_commit_lsn"`
+	MaterializedEndLsn    interface{}        `json:"materialized_end_lsn"`
+	ProcessedEndLsn       interface{}        `json:"processed_end_lsn"`
+	AcknowledgedEndLsn    interface{}        `json:"acknowledged_end_lsn"`
+	RegistryGeneration    int64              `json:"registry_generation"`
+	UpdatedAt             pgtype.Timestamptz `json:"updated_at"`
 }
 
 type SynchroProjection struct {
@@ -63,9 +141,40 @@ type SynchroRowHead struct {
 	FenceCid   pgtype.Uint32 `json:"fence_cid"`
 }
 
+type SynchroRowVersion struct {
+	Version          string      `json:"version"`
+	TableID          int32       `json:"table_id"`
+	Key              string      `json:"key"`
+	Image            []byte      `json:"image"`
+	Checksum         int64       `json:"checksum"`
+	StreamGeneration pgtype.UUID `json:"stream_generation"`
+	CommitLsn        interface{} `json:"commit_lsn"`
+	EventOrdinal     int32       `json:"event_ordinal"`
+}
+
+type SynchroRuleRead struct {
+	TableID    int32 `json:"table_id"`
+	RelationID int64 `json:"relation_id"`
+}
+
+type SynchroScopeDigest struct {
+	StreamGeneration pgtype.UUID `json:"stream_generation"`
+	Scope            string      `json:"scope"`
+	CommitLsn        interface{} `json:"commit_lsn"`
+	Digest           int64       `json:"digest"`
+	RowCount         int64       `json:"row_count"`
+}
+
 type SynchroSetting struct {
 	Singleton       bool   `json:"singleton"`
 	PublicationName string `json:"publication_name"`
+}
+
+type SynchroSyncedRow struct {
+	TableID  int32  `json:"table_id"`
+	Key      string `json:"key"`
+	Version  string `json:"version"`
+	Checksum int64  `json:"checksum"`
 }
 
 type SynchroSyncedTable struct {
@@ -78,4 +187,27 @@ type SynchroSyncedTable struct {
 	UpdatedAtColumn pgtype.Text `json:"updated_at_column"`
 	DeletedAtColumn pgtype.Text `json:"deleted_at_column"`
 	RegisteredInput []byte      `json:"registered_input"`
+}
+
+type SynchroTxnLedger struct {
+	StreamGeneration pgtype.UUID        `json:"stream_generation"`
+	CommitLsn        interface{}        `json:"commit_lsn"`
+	EndLsn           interface{}        `json:"end_lsn"`
+	Xid              int64              `json:"xid"`
+	CommitTime       pgtype.Timestamptz `json:"commit_time"`
+	EventCount       int32              `json:"event_count"`
+	AppliedCount     int32              `json:"applied_count"`
+	MaterializedAt   pgtype.Timestamptz `json:"materialized_at"`
+}
+
+type SynchroWorkerHeartbeat struct {
+	WorkerID              string             `json:"worker_id"`
+	DatabaseName          string             `json:"database_name"`
+	SlotName              string             `json:"slot_name"`
+	State                 string             `json:"state"`
+	HeartbeatAt           pgtype.Timestamptz `json:"heartbeat_at"`
+	RegistryGeneration    pgtype.Int8        `json:"registry_generation"`
+	MaterializedCommitLsn interface{}        `json:"materialized_commit_lsn"`
+	MaterializedEndLsn    interface{}        `json:"materialized_end_lsn"`
+	StartedAt             pgtype.Timestamptz `json:"started_at"`
 }
