@@ -20,7 +20,7 @@ lint:
 	$(GO) vet ./...
 
 bench:
-	scripts/test.sh -run '^$$' -bench . -benchtime 1x ./...
+	scripts/bench.sh
 
 stop-db:
 	scripts/pgcluster.sh stop .synchro/pg

@@ -631,7 +631,7 @@ func TestRegisterDependencyRejects(t *testing.T) {
 			state: stateInvalidTableDefinition, relation: "app.m", rule: "app.m has a replica identity other than DEFAULT",
 		},
 		{
-			name: "already captured without a requested column",
+			name:  "already captured without a requested column",
 			setup: table + `; SELECT synchro.register_dependency('app.m', '{"columns":["doc_id"]}')`,
 			call:  `SELECT synchro.register_dependency('app.m', '{"columns":["doc_id","user_id"]}')`,
 			state: stateInvalidParameterValue, relation: "app.m", rule: `column "user_id" of relation app.m is not captured by its registration`,

@@ -187,15 +187,16 @@ func Check(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
-	provider, err := newProvider(sqlDB)
-	if err != nil {
-		return err
-	}
-	have, err := provider.GetDBVersion(ctx)
+	// Read-only: no goose provider (it would take the migration lock and create
+	// its version table).
+	var have int64
+	err = pool.QueryRow(ctx, `SELECT CASE WHEN to_regclass('`+versionTable+`') IS NULL THEN -1
+		ELSE (SELECT coalesce(max(version_id), 0) FROM `+versionTable+` WHERE is_applied) END`).Scan(&have)
 	if err != nil {
 		return fmt.Errorf("%w (cannot read schema version: %v)", ErrStale, err)
+	}
+	if have < 0 {
+		return fmt.Errorf("%w (no Synchro schema in this database)", ErrStale)
 	}
 	if have != want {
 		return fmt.Errorf("%w (database schema version %d, this build needs %d)", ErrStale, have, want)

@@ -110,6 +110,8 @@ CREATE TABLE synchro.function_bundle (
 );
 
 -- Operators and the HTTP service get separate roles; the bundle grants to them.
+-- Roles are cluster-wide: serialize their creation across databases migrating at once.
+SELECT pg_advisory_xact_lock(hashtext('synchro.roles'));
 -- +goose StatementBegin
 DO $$
 BEGIN

@@ -1,0 +1,366 @@
+// Command synchrobench measures capture on this machine and prints one table:
+// fenced write rate (pgbench, 2 clients), raw pgoutput decode rate of the same
+// WAL (bare pglogrepl reader), sustained materialization throughput for 1-row
+// and 10-row transactions, and commit-to-materialized latency at a fixed offered
+// load. It needs a superuser URL of a scratch cluster (scripts/bench.sh starts one).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/migrate"
+	"github.com/synchro-sync/synchro/internal/wal"
+)
+
+type row struct {
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+	Baseline string  `json:"baseline,omitempty"`
+	BaseVal  float64 `json:"baseline_value,omitempty"`
+	Target   string  `json:"target,omitempty"`
+}
+
+func main() {
+	url := flag.String("database-url", os.Getenv("SYNCHRO_DATABASE_URL"), "superuser URL of a scratch cluster")
+	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
+	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
+	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
+	flag.Parse()
+	if err := run(context.Background(), *url, *seconds, *pgbin, *jsonOut); err != nil {
+		fmt.Fprintln(os.Stderr, "synchrobench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut string) error {
+	if adminURL == "" {
+		return fmt.Errorf("pass --database-url")
+	}
+	if pgbin == "" {
+		matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+		if len(matches) == 0 {
+			return fmt.Errorf("pgbench not found; pass --pg-bin")
+		}
+		pgbin = filepath.Dir(matches[len(matches)-1])
+	}
+	var rows []row
+	for _, width := range []int{1, 10} {
+		r, err := captureRun(ctx, adminURL, pgbin, width, seconds)
+		if err != nil {
+			return fmt.Errorf("%d-row transactions: %w", width, err)
+		}
+		rows = append(rows, r...)
+	}
+	r, err := latencyRun(ctx, adminURL, pgbin, seconds)
+	if err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	rows = append(rows, r...)
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEASURE\tVALUE\tUNIT\tBASELINE (same run)\tRATIO\tTARGET")
+	for _, r := range rows {
+		ratio := "-"
+		if r.BaseVal > 0 {
+			ratio = fmt.Sprintf("%.2f", r.Value/r.BaseVal)
+		}
+		base := "-"
+		if r.Baseline != "" {
+			base = fmt.Sprintf("%s %.0f", r.Baseline, r.BaseVal)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t%s\n", r.Name, r.Value, r.Unit, base, ratio, orDash(r.Target))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
+	return nil
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// benchDB creates a fresh migrated database with one registered table.
+func benchDB(ctx context.Context, adminURL, name string) (string, *pgxpool.Pool, error) {
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, fmt.Sprintf(`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s'`, name)); err != nil {
+		return "", nil, err
+	}
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return "", nil, err
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, err
+	}
+	cfg, _ := pgx.ParseConfig(adminURL)
+	url := strings.Replace(adminURL, "/"+cfg.Database, "/"+name, 1)
+	if _, err := migrate.Apply(ctx, url, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		return "", nil, err
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return "", nil, err
+	}
+	_, err = pool.Exec(ctx, `CREATE SCHEMA bench;
+		CREATE SEQUENCE bench.seq;
+		CREATE TABLE bench.items (id bigint PRIMARY KEY, owner text NOT NULL, body text);
+		SELECT synchro.register_table('bench.items', '{"kind":"column","template":"user:{owner}"}')`)
+	return url, pool, err
+}
+
+func workerConfig(url string) wal.Config {
+	return wal.Config{DatabaseURL: url, Slot: "synchro_bench", Publication: "synchro", WorkerID: "bench",
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// startWorker runs a worker until the returned stop is called.
+func startWorker(url string, pool *pgxpool.Pool) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = wal.New(workerConfig(url), pool).Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+func waitFor(ctx context.Context, pool *pgxpool.Pool, query string, args ...any) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		var ok bool
+		if err := pool.QueryRow(ctx, query, args...).Scan(&ok); err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("timed out: %s", query)
+}
+
+var tpsRE = regexp.MustCompile(`tps = ([0-9.]+)`)
+
+// pgbench runs a 2-client pgbench script and returns its transactions per second.
+func pgbench(ctx context.Context, pgbin, url, script string, seconds int, extra ...string) (float64, error) {
+	f, err := os.CreateTemp("", "synchrobench-*.sql")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(script); err != nil {
+		return 0, err
+	}
+	f.Close()
+	args := append([]string{"-n", "-c", "2", "-j", "2", "-T", strconv.Itoa(seconds), "-f", f.Name()}, extra...)
+	args = append(args, url)
+	out, err := exec.CommandContext(ctx, filepath.Join(pgbin, "pgbench"), args...).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %v: %s", err, out)
+	}
+	m := tpsRE.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("pgbench printed no tps: %s", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func insertScript(width int) string {
+	var b strings.Builder
+	b.WriteString("BEGIN;\n")
+	for i := 0; i < width; i++ {
+		b.WriteString("INSERT INTO bench.items VALUES (nextval('bench.seq'), 'u' || (random() * 100)::int, 'payload');\n")
+	}
+	b.WriteString("COMMIT;\n")
+	return b.String()
+}
+
+// captureRun writes a backlog with pgbench while the worker is stopped, then
+// measures how fast the worker materializes it and how fast a bare reader decodes it.
+func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int) ([]row, error) {
+	url, pool, err := benchDB(ctx, adminURL, fmt.Sprintf("bench_capture_%d", width))
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	// Start the stream (creates the slot), then stop the worker so WAL accumulates.
+	stop := startWorker(url, pool)
+	if err := waitFor(ctx, pool, `SELECT EXISTS (SELECT FROM synchro.progress)`); err != nil {
+		return nil, err
+	}
+	stop()
+	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot('synchro_bench_raw', 'pgoutput')`); err != nil {
+		return nil, err
+	}
+	progress("%d-row: pgbench writing for %ds", width, seconds)
+	tps, err := pgbench(ctx, pgbin, url, insertScript(width), seconds)
+	if err != nil {
+		return nil, err
+	}
+	var txns int64
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xid) FROM synchro.fence`).Scan(&txns); err != nil {
+		return nil, err
+	}
+	var target string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&target); err != nil {
+		return nil, err
+	}
+
+	progress("%d-row: %d transactions written; raw decode", width, txns)
+	rawTxns, rawDur, err := rawDecode(ctx, url, "synchro_bench_raw", target)
+	if err != nil {
+		return nil, err
+	}
+
+	progress("%d-row: raw decode %d tx in %s; materializing", width, rawTxns, rawDur)
+	t0 := time.Now()
+	stop = startWorker(url, pool)
+	err = waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`)
+	dur := time.Since(t0)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot('synchro_bench_raw')`); err != nil {
+		return nil, err
+	}
+	capTPS := float64(txns) / dur.Seconds()
+	rawTPS := float64(rawTxns) / rawDur.Seconds()
+	targetTx, targetRows := "", ""
+	if width == 1 {
+		targetTx = ">= 10000"
+	} else {
+		targetRows = ">= 25000"
+	}
+	return []row{
+		{Name: fmt.Sprintf("pgbench fenced writes, %d-row tx, 2 clients", width), Value: tps, Unit: "tx/s"},
+		{Name: fmt.Sprintf("capture throughput, %d-row tx (%d tx backlog)", width, txns), Value: capTPS, Unit: "tx/s",
+			Baseline: "raw pgoutput decode", BaseVal: rawTPS, Target: targetTx},
+		{Name: fmt.Sprintf("capture throughput, %d-row tx", width), Value: capTPS * float64(width), Unit: "rows/s",
+			Baseline: "pgbench write", BaseVal: tps * float64(width), Target: targetRows},
+	}, nil
+}
+
+// rawDecode streams a pgoutput slot to target with a bare pglogrepl reader that
+// only parses messages, and returns the committed transactions seen.
+func rawDecode(ctx context.Context, url, slot, target string) (int64, time.Duration, error) {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return 0, 0, err
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(ctx)
+	end, err := pglogrepl.ParseLSN(target)
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	if err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names 'synchro'", "messages 'true'"},
+	}); err != nil {
+		return 0, 0, err
+	}
+	asm := capture.NewAssembler()
+	var txns int64
+	for {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		if !ok || cd.Data[0] != pglogrepl.XLogDataByteID {
+			continue
+		}
+		xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
+		if err != nil {
+			return 0, 0, err
+		}
+		txn, err := asm.Feed(xld.WALData)
+		if err != nil {
+			return 0, 0, err
+		}
+		if txn != nil {
+			txns++
+			if txn.EndLSN >= end-1 || txn.CommitLSN >= end {
+				return txns, time.Since(t0), nil
+			}
+		}
+		if xld.WALStart >= end {
+			return txns, time.Since(t0), nil
+		}
+	}
+}
+
+// latencyRun offers a fixed load of 1-row transactions with the worker running
+// and reads commit-to-materialized latency from the ledger's commit and
+// materialization timestamps (both server clocks).
+func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row, error) {
+	url, pool, err := benchDB(ctx, adminURL, "bench_latency")
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	stop := startWorker(url, pool)
+	defer stop()
+	if err := waitFor(ctx, pool, `SELECT EXISTS (SELECT FROM synchro.progress)`); err != nil {
+		return nil, err
+	}
+	const rate = 2000
+	progress("latency: offering %d tx/s for %ds", rate, seconds)
+	tps, err := pgbench(ctx, pgbin, url, insertScript(1), seconds, "--rate", strconv.Itoa(rate))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`); err != nil {
+		return nil, err
+	}
+	var p50, p99 float64
+	if err := pool.QueryRow(ctx, `
+		SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)
+		FROM (SELECT extract(epoch FROM materialized_at - commit_time) * 1000 AS ms
+		      FROM synchro.txn_ledger WHERE applied_count > 0) l`).Scan(&p50, &p99); err != nil {
+		return nil, err
+	}
+	return []row{
+		{Name: fmt.Sprintf("offered load (pgbench --rate %d)", rate), Value: tps, Unit: "tx/s"},
+		{Name: "commit-to-materialized p50", Value: p50, Unit: "ms"},
+		{Name: "commit-to-materialized p99", Value: p99, Unit: "ms", Target: "< 100"},
+	}, nil
+}

@@ -1,0 +1,375 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synchro-sync/synchro/internal/migrate"
+	"github.com/synchro-sync/synchro/internal/testdb"
+)
+
+func TestMigrateApplyTwice(t *testing.T) {
+	d := testdb.Empty(t)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	if err := migrate.Check(ctx, d.Pool); !errors.Is(err, migrate.ErrStale) {
+		t.Fatalf("Check on an empty database: %v, want ErrStale", err)
+	}
+	first, err := migrate.Apply(ctx, d.URL, "synchro", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Applied) == 0 || !first.BundleChanged || first.Unchanged() || first.SchemaVersion == 0 {
+		t.Fatalf("first run: %+v; want migrations applied and the bundle installed", first)
+	}
+	if first.BundleDigest != migrate.BundleDigest() {
+		t.Fatalf("first run installed digest %s, build has %s", first.BundleDigest, migrate.BundleDigest())
+	}
+	second, err := migrate.Apply(ctx, d.URL, "synchro", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.Unchanged() || len(second.Applied) != 0 || second.BundleChanged || second.SchemaVersion != first.SchemaVersion {
+		t.Fatalf("second run: %+v; want nothing changed at schema version %d", second, first.SchemaVersion)
+	}
+	if got := queryText(t, d, `SELECT digest FROM synchro.function_bundle`); got != migrate.BundleDigest() {
+		t.Fatalf("recorded digest %s, want %s", got, migrate.BundleDigest())
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM pg_publication WHERE pubname = 'synchro'`); n != 1 {
+		t.Fatalf("publication synchro missing")
+	}
+	if err := migrate.Check(ctx, d.Pool); err != nil {
+		t.Fatalf("Check after migrating: %v", err)
+	}
+
+	// A changed digest is stale and is repaired by the next run.
+	d.Exec(t, `UPDATE synchro.function_bundle SET digest = 'x'`)
+	if err := migrate.Check(ctx, d.Pool); !errors.Is(err, migrate.ErrStale) {
+		t.Fatalf("Check with a tampered digest: %v, want ErrStale", err)
+	}
+	third, err := migrate.Apply(ctx, d.URL, "synchro", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(third.Applied) != 0 || !third.BundleChanged {
+		t.Fatalf("run after tampering: %+v; want only the bundle reinstalled", third)
+	}
+	if err := migrate.Check(ctx, d.Pool); err != nil {
+		t.Fatalf("Check after repair: %v", err)
+	}
+}
+
+// TestCommands runs the built synchrod and synchroctl binaries black-box. They are
+// built once, here, and shared by the subtests.
+func TestCommands(t *testing.T) {
+	bin := buildCommands(t)
+	synchroctl := filepath.Join(bin, "synchroctl")
+	synchrod := filepath.Join(bin, "synchrod")
+
+	t.Run("migrate applies then changes nothing", func(t *testing.T) {
+		d := testdb.Empty(t)
+		out := runOK(t, synchroctl, "migrate", "--database-url", d.URL)
+		if !strings.HasPrefix(out, "applied ") || !strings.Contains(out, "installed") {
+			t.Fatalf("first migrate printed %q", out)
+		}
+		out = runOK(t, synchroctl, "migrate", "--database-url", d.URL)
+		if !strings.Contains(out, "nothing changed") {
+			t.Fatalf("second migrate printed %q", out)
+		}
+		if got := queryText(t, d, `SELECT digest FROM synchro.function_bundle`); got != migrate.BundleDigest() {
+			t.Fatalf("recorded digest %s, want %s", got, migrate.BundleDigest())
+		}
+	})
+
+	t.Run("migrate reads SYNCHRO_DATABASE_URL", func(t *testing.T) {
+		d := testdb.Empty(t)
+		out := runOK(t, synchroctl, "migrate", env("SYNCHRO_DATABASE_URL="+d.URL))
+		if !strings.HasPrefix(out, "applied ") {
+			t.Fatalf("migrate printed %q", out)
+		}
+	})
+
+	t.Run("migrate without a database fails", func(t *testing.T) {
+		code, _, stderr := run(t, synchroctl, "migrate")
+		if code == 0 || !strings.Contains(stderr, "--database-url") {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+	})
+
+	t.Run("synchrod refuses an unmigrated database", func(t *testing.T) {
+		d := testdb.Empty(t)
+		code, _, stderr := run(t, synchrod, "--database-url", d.URL, "--listen", "127.0.0.1:0")
+		if code == 0 || !strings.Contains(stderr, "synchroctl migrate") {
+			t.Fatalf("exit %d, stderr %q; want a non-zero exit naming synchroctl migrate", code, stderr)
+		}
+	})
+
+	t.Run("synchrod refuses a tampered function bundle", func(t *testing.T) {
+		d := testdb.New(t)
+		d.Exec(t, `UPDATE synchro.function_bundle SET digest = 'x'`)
+		code, _, stderr := run(t, synchrod, "--database-url", d.URL, "--listen", "127.0.0.1:0")
+		if code == 0 || !strings.Contains(stderr, "synchroctl migrate") {
+			t.Fatalf("exit %d, stderr %q; want a non-zero exit naming synchroctl migrate", code, stderr)
+		}
+		// synchroctl migrate repairs it, and synchrod starts.
+		out := runOK(t, synchroctl, "migrate", "--database-url", d.URL)
+		if !strings.Contains(out, "installed") {
+			t.Fatalf("migrate after tampering printed %q", out)
+		}
+		addr, slot := freeAddr(t), synchrodSlot()
+		startSynchrod(t, d, synchrod, addr, slot, "--database-url", d.URL, "--listen", addr, "--slot", slot)
+	})
+
+	t.Run("synchrod serves healthz", func(t *testing.T) {
+		d := testdb.New(t)
+		addr, slot := freeAddr(t), synchrodSlot()
+		startSynchrod(t, d, synchrod, addr, slot, "--database-url", d.URL, "--listen", addr, "--slot", slot)
+	})
+
+	t.Run("synchrod reads SYNCHRO_DATABASE_URL, SYNCHRO_LISTEN and SYNCHRO_SLOT", func(t *testing.T) {
+		d := testdb.New(t)
+		addr, slot := freeAddr(t), synchrodSlot()
+		startSynchrod(t, d, synchrod, addr, slot, env("SYNCHRO_DATABASE_URL="+d.URL, "SYNCHRO_LISTEN="+addr, "SYNCHRO_SLOT="+slot))
+	})
+
+	t.Run("registry list", func(t *testing.T) {
+		d := testdb.New(t)
+		lines := func() []string {
+			out := runOK(t, synchroctl, "registry", "list", "--database-url", d.URL)
+			return strings.Split(strings.TrimRight(out, "\n"), "\n")
+		}
+		if got := lines(); len(got) != 1 || !strings.HasPrefix(got[0], "RELATION_ID") {
+			t.Fatalf("empty registry listed as %q; want the header only", got)
+		}
+
+		d.Exec(t, `CREATE SCHEMA app;
+			CREATE TABLE app.orgs (id text PRIMARY KEY);
+			CREATE TABLE app.docs (id bigint PRIMARY KEY, org_id text REFERENCES app.orgs);
+			CREATE TABLE app.acl (id int PRIMARY KEY);
+			SELECT synchro.register_table('app.docs', '{"kind":"path","path":["org_id"],"template":"org:{id}"}',
+				'{"name":"documents","push_policy":"read_only"}');
+			SELECT synchro.register_dependency('app.acl')`)
+		got := lines()
+		if len(got) != 4 {
+			t.Fatalf("listed %d lines, want a header and 3 relations:\n%s", len(got), strings.Join(got, "\n"))
+		}
+		header := strings.Fields(got[0])
+		if header[0] != "RELATION_ID" || !slices.Contains(header, "KIND") || !slices.Contains(header, "RELATION") {
+			t.Fatalf("header %q", got[0])
+		}
+		want := map[string][]string{
+			"app.orgs": {"capture_dependency", "id", "string", "-"},
+			"app.docs": {"synced", "id", "int64", "documents", "read_only"},
+			"app.acl":  {"capture_dependency", "id", "int", "-"},
+		}
+		for _, line := range got[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 3 {
+				t.Fatalf("line %q", line)
+			}
+			wantFields, ok := want[fields[2]]
+			if !ok {
+				t.Fatalf("unexpected relation in line %q", line)
+			}
+			delete(want, fields[2])
+			rid := relationID(t, d, fields[2])
+			if fields[0] != fmt.Sprint(rid) {
+				t.Fatalf("line %q: relation id %s, want %d", line, fields[0], rid)
+			}
+			for _, f := range wantFields {
+				if !slices.Contains(fields, f) {
+					t.Fatalf("line %q lacks %q", line, f)
+				}
+			}
+		}
+		if len(want) != 0 {
+			t.Fatalf("relations not listed: %v", want)
+		}
+	})
+}
+
+// buildCommands builds synchrod and synchroctl into a directory that lives as
+// long as the calling test.
+func buildCommands(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/synchrod", "./cmd/synchroctl")
+	cmd.Dir = ".." // the repository root, relative to this package
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// envVars is an extra environment for a command.
+type envVars []string
+
+func env(vars ...string) envVars { return envVars(vars) }
+
+// command prepares a binary run with an environment free of SYNCHRO_ settings,
+// plus any envVars among args; the other args are the command line.
+func command(ctx context.Context, bin string, args ...any) *exec.Cmd {
+	var argv []string
+	var environ []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "SYNCHRO_") {
+			environ = append(environ, e)
+		}
+	}
+	for _, a := range args {
+		switch a := a.(type) {
+		case string:
+			argv = append(argv, a)
+		case envVars:
+			environ = append(environ, a...)
+		default:
+			panic(fmt.Sprintf("command: argument %v of type %T", a, a))
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, argv...)
+	cmd.Env = environ
+	return cmd
+}
+
+// run runs a command to completion (with a deadline) and returns its exit code,
+// stdout and stderr.
+func run(t *testing.T, bin string, args ...any) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := command(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v did not finish in time; stderr:\n%s", filepath.Base(bin), args, stderr.String())
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%s: %v", filepath.Base(bin), err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+func runOK(t *testing.T, bin string, args ...any) string {
+	t.Helper()
+	code, stdout, stderr := run(t, bin, args...)
+	if code != 0 {
+		t.Fatalf("%s %v exited %d; stderr:\n%s", filepath.Base(bin), args, code, stderr)
+	}
+	return stdout
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+var synchrodSeq atomic.Int64
+
+// synchrodSlot is a replication slot name for one synchrod run: slot names are
+// cluster-wide, and the capture worker creates its slot.
+func synchrodSlot() string {
+	return fmt.Sprintf("synchrod_%d_%d", os.Getpid(), synchrodSeq.Add(1))
+}
+
+// startSynchrod starts synchrod on database d, waits (at most 20 s) until GET
+// /healthz on addr answers 200 with status "alive", and stops it with SIGTERM
+// when the test ends, expecting a clean exit; then it drops the worker's slot.
+func startSynchrod(t *testing.T, d *testdb.DB, bin, addr, slot string, args ...any) {
+	t.Helper()
+	cmd := command(context.Background(), bin, args...)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var exitedEarly bool
+	t.Cleanup(func() {
+		// The slot may exist once the worker started; drop it after the process is gone.
+		defer d.DropSlot(t, slot)
+		if exitedEarly {
+			return
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("synchrod did not shut down cleanly: %v; stderr:\n%s", err, stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("synchrod ignored SIGTERM for 20 s; killed")
+		}
+	})
+
+	url := "http://" + addr + "/healthz"
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.After(20 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"alive"`) {
+				t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+			}
+			return
+		}
+		select {
+		case exitErr := <-exited:
+			exitedEarly = true
+			t.Fatalf("synchrod exited before serving: %v; stderr:\n%s", exitErr, stderr.String())
+		case <-deadline:
+			t.Fatalf("GET %s did not answer within 20 s: %v; stderr:\n%s", url, err, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writing process and a reading test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
