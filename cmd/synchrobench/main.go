@@ -145,7 +145,8 @@ func benchDB(ctx context.Context, adminURL, name string) (string, *pgxpool.Pool,
 }
 
 func workerConfig(url string) wal.Config {
-	return wal.Config{DatabaseURL: url, Slot: "synchro_bench", Publication: "synchro", WorkerID: "bench",
+	cfg, _ := pgx.ParseConfig(url)
+	return wal.Config{DatabaseURL: url, Slot: "synchro_" + cfg.Database, Publication: "synchro", WorkerID: "bench",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
@@ -245,12 +246,13 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		return nil, err
 	}
 
-	progress("%d-row: raw decode %d tx in %s; materializing", width, rawTxns, rawDur)
+	progress("%d-row: raw decode %d tx in %s; materializing", width, rawTxns, rawDur.Round(time.Millisecond))
 	t0 := time.Now()
 	stop = startWorker(url, pool)
 	err = waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`)
 	dur := time.Since(t0)
 	stop()
+	progress("%d-row: materialized in %s", width, dur.Round(time.Millisecond))
 	if err != nil {
 		return nil, err
 	}

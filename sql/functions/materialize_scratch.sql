@@ -1,29 +1,42 @@
 -- synchro.materialize_scratch: creates (once per session) the transaction-local
--- scratch tables materialization evaluates one source transaction in.
+-- scratch tables that synchro.materialize_segment evaluates a segment of source
+-- transactions in. seq numbers the segment's transactions in commit order.
 CREATE OR REPLACE FUNCTION synchro.materialize_scratch()
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
 BEGIN
-    IF to_regclass('pg_temp.synchro_change') IS NULL THEN
-        -- The net change of each row (relation, key) in the transaction.
-        CREATE TEMP TABLE synchro_change (
-            relation_id bigint, key text, old_image jsonb, new_image jsonb,
-            event_ordinal integer, version text, PRIMARY KEY (relation_id, key)
-        ) ON COMMIT DELETE ROWS;
-        -- Synced rows whose membership is re-evaluated.
-        CREATE TEMP TABLE synchro_impact (
-            table_id integer, key text, key_num numeric, event_ordinal integer, own boolean,
-            version text, image jsonb, checksum bigint, PRIMARY KEY (table_id, key)
-        ) ON COMMIT DELETE ROWS;
-        -- Their scopes at the transaction's final projected state.
-        CREATE TEMP TABLE synchro_scope (table_id integer, key text, scope text) ON COMMIT DELETE ROWS;
-        -- Net membership changes per (scope, row); delta is the checksum change.
-        CREATE TEMP TABLE synchro_diff (
-            scope text, table_id integer, key text, op text, version text,
-            joined boolean, left_scope boolean, delta bigint
-        ) ON COMMIT DELETE ROWS;
+    IF to_regclass('pg_temp.synchro_seg_diff') IS NOT NULL THEN
+        RETURN;
     END IF;
+    -- Every applicable event of the segment.
+    CREATE TEMP TABLE synchro_seg_event (
+        seq integer, commit_lsn pg_lsn, o integer, r bigint, k text, op text, img jsonb, partial boolean,
+        f uuid, v text
+    ) ON COMMIT DELETE ROWS;
+    -- The net change of each row (relation, key) in each transaction.
+    CREATE TEMP TABLE synchro_seg_change (
+        seq integer, commit_lsn pg_lsn, relation_id bigint, key text, old_image jsonb, new_image jsonb,
+        event_ordinal integer, version text, PRIMARY KEY (seq, relation_id, key)
+    ) ON COMMIT DELETE ROWS;
+    -- Synced rows whose membership is evaluated after each transaction.
+    CREATE TEMP TABLE synchro_seg_impact (
+        seq integer, commit_lsn pg_lsn, table_id integer, key text, key_num numeric, event_ordinal integer,
+        own boolean, version text, image jsonb, checksum bigint, prev_seq integer,
+        PRIMARY KEY (table_id, key, seq)
+    ) ON COMMIT DELETE ROWS;
+    -- Their scopes after the transaction, and before it.
+    CREATE TEMP TABLE synchro_seg_scope (seq integer, table_id integer, key text, scope text) ON COMMIT DELETE ROWS;
+    CREATE INDEX ON synchro_seg_scope (seq, table_id, key);
+    CREATE TEMP TABLE synchro_seg_prev (
+        seq integer, table_id integer, key text, scope text, version text, checksum bigint
+    ) ON COMMIT DELETE ROWS;
+    CREATE INDEX ON synchro_seg_prev (seq, table_id, key, scope);
+    -- Net membership change per (transaction, scope, row); delta is the checksum change.
+    CREATE TEMP TABLE synchro_seg_diff (
+        seq integer, commit_lsn pg_lsn, scope text, table_id integer, key text, key_num numeric,
+        event_ordinal integer, op text, version text, joined boolean, left_scope boolean, delta bigint
+    ) ON COMMIT DELETE ROWS;
 END
 $$;

@@ -1,0 +1,211 @@
+-- synchro.materialize_segment: materializes a segment of consecutive source
+-- transactions (already in the transaction ledger; scratch tables made by
+-- synchro.materialize_scratch) set-based, with the
+-- result each transaction would have had on its own: rows are evaluated after
+-- each transaction in commit order (seq), against the state the transactions
+-- before it left. synchro.materialize_transaction cuts segments so that no
+-- relation a scope rule reads changes inside a multi-transaction segment: such a
+-- transaction is a segment of its own, and its dependency changes are applied to
+-- the projections before the impacted rows are evaluated. Per transaction:
+--   * applicable events enter the event ledger; their fences are marked
+--     materialized (every one must be recorded and not yet materialized);
+--   * the last image of each row is applied to the projections;
+--   * each changed synced row gets an immutable version (the fence's opaque
+--     version, wire image = synced columns, row checksum); rows that rules reading
+--     a changed relation point at are re-evaluated with their current version;
+--   * membership edges open and close at the transaction's position; net pull
+--     effects are written per scope at (commit_lsn, event_ordinal, effect_ordinal),
+--     effect ordinals in (table_id, typed key, operation) order; each changed
+--     scope's digest (sum of row checksums mod 2^32) is recorded at the position.
+-- It reads projections and Synchro's own state only, never live application rows.
+--
+-- txns: [{"commit_lsn", "events": [{"o","r","k","op","img","partial","f","v"}]}]
+CREATE OR REPLACE FUNCTION synchro.materialize_segment(gen uuid, txns jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- Statements join a segment's scratch rows to large indexed tables: nested loops
+-- over index lookups stay right whatever the cached plans' statistics were when
+-- the tables were small. JIT compilation would cost more than any statement here.
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET jit = off
+AS $$
+DECLARE
+    expected integer;
+    reconciled integer;
+BEGIN
+    DELETE FROM synchro_seg_event;
+    DELETE FROM synchro_seg_change;
+    DELETE FROM synchro_seg_impact;
+    DELETE FROM synchro_seg_scope;
+    DELETE FROM synchro_seg_prev;
+    DELETE FROM synchro_seg_diff;
+
+    INSERT INTO synchro_seg_event
+    SELECT t.seq, (t.txn ->> 'commit_lsn')::pg_lsn, e.*
+    FROM jsonb_array_elements(txns) WITH ORDINALITY AS t(txn, seq),
+         jsonb_to_recordset(t.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
+    GET DIAGNOSTICS expected = ROW_COUNT;
+    IF expected = 0 THEN
+        RETURN;
+    END IF;
+
+    INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
+    SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e;
+
+    UPDATE synchro.fence f SET materialized_lsn = e.commit_lsn
+    FROM synchro_seg_event e
+    WHERE f.fence_id = e.f AND f.materialized_lsn IS NULL;
+    GET DIAGNOSTICS reconciled = ROW_COUNT;
+    IF reconciled <> expected THEN
+        RAISE EXCEPTION 'synchro: % of % fences are not recorded or already materialized', expected - reconciled, expected
+            USING ERRCODE = 'data_corrupted';
+    END IF;
+
+    -- Net change per row and transaction: the last event's image. A partial image
+    -- (unchanged TOAST values left out) completes over the projection; the worker
+    -- already completed it over earlier images of the same batch.
+    INSERT INTO synchro_seg_change (seq, commit_lsn, relation_id, key, old_image, new_image, event_ordinal, version)
+    SELECT l.seq, l.commit_lsn, l.r, l.k, cur.image,
+           CASE WHEN l.op = 'delete' THEN NULL
+                WHEN l.partial THEN coalesce(cur.image, '{}') || l.img
+                ELSE l.img END,
+           l.o, l.v
+    FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e ORDER BY e.seq, e.r, e.k, e.o DESC) l
+    LEFT JOIN LATERAL (SELECT p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k) cur ON true;
+
+    -- Projections take each row's state after the segment.
+    DELETE FROM synchro.projection p
+    USING (SELECT DISTINCT ON (c.relation_id, c.key) c.* FROM synchro_seg_change c ORDER BY c.relation_id, c.key, c.seq DESC) c
+    WHERE c.new_image IS NULL AND p.relation_id = c.relation_id AND p.key = c.key;
+    INSERT INTO synchro.projection (relation_id, key, image)
+    SELECT c.relation_id, c.key, c.new_image
+    FROM (SELECT DISTINCT ON (c.relation_id, c.key) c.* FROM synchro_seg_change c ORDER BY c.relation_id, c.key, c.seq DESC) c
+    WHERE c.new_image IS NOT NULL
+    ON CONFLICT (relation_id, key) DO UPDATE SET image = EXCLUDED.image;
+
+    -- Impacted synced rows: their own changes, then rows that rules reading a
+    -- changed relation point at (only in single-transaction segments).
+    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own, version, image)
+    SELECT c.seq, c.commit_lsn, t.table_id, c.key, CASE WHEN r.key_type <> 'string' THEN c.key::numeric END,
+           c.event_ordinal, true, c.version, c.new_image
+    FROM synchro_seg_change c
+    JOIN synchro.synced_table t ON t.relation_id = c.relation_id
+    JOIN synchro.relation r ON r.relation_id = c.relation_id;
+
+    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own)
+    SELECT c.seq, c.commit_lsn, rr.table_id, k, CASE WHEN r.key_type <> 'string' THEN k::numeric END, max(c.event_ordinal), false
+    FROM synchro_seg_change c
+    JOIN synchro.rule_read rr ON rr.relation_id = c.relation_id
+    JOIN synchro.synced_table t ON t.table_id = rr.table_id
+    JOIN synchro.relation r ON r.relation_id = t.relation_id
+    CROSS JOIN LATERAL synchro.impacted_keys(rr.table_id, c.relation_id, c.key, c.old_image, c.new_image) k
+    GROUP BY c.seq, c.commit_lsn, rr.table_id, k, r.key_type
+    ON CONFLICT (table_id, key, seq) DO UPDATE
+        SET event_ordinal = greatest(synchro_seg_impact.event_ordinal, EXCLUDED.event_ordinal);
+
+    UPDATE synchro_seg_impact i
+    SET image = (SELECT p.image FROM synchro.projection p JOIN synchro.synced_table t ON t.relation_id = p.relation_id
+                 WHERE t.table_id = i.table_id AND p.key = i.key),
+        version = (SELECT s.version FROM synchro.synced_row s WHERE s.table_id = i.table_id AND s.key = i.key)
+    WHERE NOT i.own;
+    DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
+
+    -- New immutable versions of changed synced rows (wire image: synced columns only).
+    INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
+    WITH unsynced AS (
+        SELECT t.table_id, ARRAY(SELECT unnest(r.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS cols
+        FROM synchro.synced_table t JOIN synchro.relation r ON r.relation_id = t.relation_id)
+    SELECT i.version, i.table_id, i.key, w.wire, synchro.row_checksum(i.table_id, i.key, w.wire), gen, i.commit_lsn, i.event_ordinal
+    FROM synchro_seg_impact i
+    JOIN unsynced u ON u.table_id = i.table_id
+    CROSS JOIN LATERAL (SELECT i.image - u.cols AS wire) w
+    WHERE i.own;
+    UPDATE synchro_seg_impact i
+    SET checksum = (SELECT v.checksum FROM synchro.row_version v WHERE v.version = i.version),
+        prev_seq = (SELECT max(p.seq) FROM synchro_seg_impact p WHERE p.table_id = i.table_id AND p.key = i.key AND p.seq < i.seq);
+
+    -- Scopes after each transaction.
+    INSERT INTO synchro_seg_scope (seq, table_id, key, scope)
+    SELECT i.seq, i.table_id, i.key, s
+    FROM synchro_seg_impact i CROSS JOIN LATERAL synchro.scopes_of(i.table_id, i.key, i.image) s
+    WHERE i.image IS NOT NULL;
+
+    -- Scopes before each transaction: the open edges for a row's first change in the
+    -- segment, else the scopes its previous change in the segment left.
+    INSERT INTO synchro_seg_prev (seq, table_id, key, scope, version, checksum)
+    SELECT i.seq, i.table_id, i.key, m.scope, s.version, s.checksum
+    FROM synchro_seg_impact i
+    JOIN LATERAL (SELECT m.scope FROM synchro.membership m
+                  WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL) m ON true
+    JOIN LATERAL (SELECT s.version, s.checksum FROM synchro.synced_row s
+                  WHERE s.table_id = i.table_id AND s.key = i.key) s ON true
+    WHERE i.prev_seq IS NULL
+    UNION ALL
+    SELECT i.seq, i.table_id, i.key, sc.scope, p.version, p.checksum
+    FROM synchro_seg_impact i
+    JOIN synchro_seg_impact p ON p.seq = i.prev_seq AND p.table_id = i.table_id AND p.key = i.key
+    JOIN synchro_seg_scope sc ON sc.seq = p.seq AND sc.table_id = p.table_id AND sc.key = p.key;
+
+    -- Net membership change per (transaction, scope, row).
+    INSERT INTO synchro_seg_diff (seq, commit_lsn, scope, table_id, key, key_num, event_ordinal, op, version, joined, left_scope, delta)
+    SELECT i.seq, i.commit_lsn, sc.scope, i.table_id, i.key, i.key_num, i.event_ordinal, 'upsert', i.version,
+           o.scope IS NULL, false, i.checksum - coalesce(o.checksum, 0)
+    FROM synchro_seg_scope sc
+    JOIN synchro_seg_impact i ON i.seq = sc.seq AND i.table_id = sc.table_id AND i.key = sc.key
+    LEFT JOIN synchro_seg_prev o ON o.seq = sc.seq AND o.table_id = sc.table_id AND o.key = sc.key AND o.scope = sc.scope
+    WHERE o.scope IS NULL OR o.version IS DISTINCT FROM i.version
+    UNION ALL
+    SELECT i.seq, i.commit_lsn, o.scope, i.table_id, i.key, i.key_num, i.event_ordinal, 'delete', NULL,
+           false, true, -o.checksum
+    FROM synchro_seg_prev o
+    JOIN synchro_seg_impact i ON i.seq = o.seq AND i.table_id = o.table_id AND i.key = o.key
+    WHERE NOT EXISTS (SELECT FROM synchro_seg_scope sc
+                      WHERE sc.seq = o.seq AND sc.table_id = o.table_id AND sc.key = o.key AND sc.scope = o.scope);
+
+    INSERT INTO synchro.effect (stream_generation, scope, commit_lsn, event_ordinal, effect_ordinal, table_id, key, op, version)
+    SELECT gen, d.scope, d.commit_lsn, d.event_ordinal,
+           row_number() OVER (PARTITION BY d.seq, d.scope, d.event_ordinal
+                              ORDER BY d.table_id, d.key_num, d.key COLLATE "C", d.op = 'upsert') - 1,
+           d.table_id, d.key, d.op, d.version
+    FROM synchro_seg_diff d;
+
+    -- Membership edges: a row's first change in the segment that leaves a scope
+    -- closes its open edge; every join opens an edge that the row's next leave in
+    -- the segment (if any) closes.
+    UPDATE synchro.membership m SET to_lsn = x.commit_lsn
+    FROM (SELECT DISTINCT ON (d.scope, d.table_id, d.key) d.* FROM synchro_seg_diff d
+          WHERE d.joined OR d.left_scope ORDER BY d.scope, d.table_id, d.key, d.seq) x
+    WHERE x.left_scope AND m.stream_generation = gen AND m.table_id = x.table_id AND m.key = x.key
+      AND m.scope = x.scope AND m.to_lsn IS NULL;
+    INSERT INTO synchro.membership (stream_generation, scope, table_id, key, from_lsn, to_lsn)
+    SELECT gen, x.scope, x.table_id, x.key, x.commit_lsn, x.next_leave
+    FROM (SELECT d.*, lead(d.commit_lsn) OVER (PARTITION BY d.scope, d.table_id, d.key ORDER BY d.seq) AS next_leave
+          FROM synchro_seg_diff d WHERE d.joined OR d.left_scope) x
+    WHERE x.joined;
+
+    -- Scope digests after each transaction that changed the scope.
+    INSERT INTO synchro.scope_digest (stream_generation, scope, commit_lsn, digest, row_count)
+    SELECT gen, d.scope, d.commit_lsn,
+           (((coalesce(prev.digest, 0) + sum(d.delta) OVER w) % 4294967296) + 4294967296) % 4294967296,
+           coalesce(prev.row_count, 0) + sum(d.members) OVER w
+    FROM (SELECT d.seq, d.commit_lsn, d.scope, sum(d.delta) AS delta,
+                 count(*) FILTER (WHERE d.joined) - count(*) FILTER (WHERE d.left_scope) AS members
+          FROM synchro_seg_diff d GROUP BY d.seq, d.commit_lsn, d.scope) d
+    LEFT JOIN LATERAL (SELECT sd.digest, sd.row_count FROM synchro.scope_digest sd
+                       WHERE sd.stream_generation = gen AND sd.scope = d.scope
+                       ORDER BY sd.commit_lsn DESC LIMIT 1) prev ON true
+    WINDOW w AS (PARTITION BY d.scope ORDER BY d.seq);
+
+    -- The current version of each changed synced row.
+    DELETE FROM synchro.synced_row s
+    USING (SELECT DISTINCT ON (i.table_id, i.key) i.* FROM synchro_seg_impact i WHERE i.own ORDER BY i.table_id, i.key, i.seq DESC) i
+    WHERE i.image IS NULL AND s.table_id = i.table_id AND s.key = i.key;
+    INSERT INTO synchro.synced_row (table_id, key, version, checksum)
+    SELECT i.table_id, i.key, i.version, i.checksum
+    FROM (SELECT DISTINCT ON (i.table_id, i.key) i.* FROM synchro_seg_impact i WHERE i.own ORDER BY i.table_id, i.key, i.seq DESC) i
+    WHERE i.image IS NOT NULL
+    ON CONFLICT (table_id, key) DO UPDATE SET version = EXCLUDED.version, checksum = EXCLUDED.checksum;
+END
+$$;
