@@ -222,6 +222,19 @@ func TestNestedStatementFenceOrderViolationFails27000(t *testing.T) {
 	requireState(t, d.ExecErr(`INSERT INTO app.items (id) VALUES ('a'), ('b')`), "27000", "nested statement")
 	// With b first, b's insert fence fires before the nested update: operation order.
 	d.Exec(t, `INSERT INTO app.items (id) VALUES ('b'), ('a')`)
+
+	// A nested DELETE of a row inserted earlier in the same statement, and a nested
+	// UPDATE of a row updated earlier in it, fail the same way.
+	d.Exec(t, `CREATE FUNCTION app.drop_d() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.id = 'c' THEN DELETE FROM app.items WHERE id = 'd'; END IF;
+			IF NEW.id = 'e' AND NEW.n = 5 THEN UPDATE app.items SET n = 6 WHERE id = 'f'; END IF;
+			RETURN NULL;
+		END $$;
+		CREATE TRIGGER ab_drop AFTER INSERT OR UPDATE ON app.items FOR EACH ROW EXECUTE FUNCTION app.drop_d()`)
+	requireState(t, d.ExecErr(`INSERT INTO app.items (id) VALUES ('c'), ('d')`), "27000", "nested statement")
+	d.Exec(t, `INSERT INTO app.items (id) VALUES ('e'), ('f')`)
+	requireState(t, d.ExecErr(`UPDATE app.items SET n = 5 WHERE id IN ('e', 'f')`), "27000", "nested statement")
 	var n int
 	if err := d.Pool.QueryRow(context.Background(), `SELECT n FROM app.items WHERE id = 'b'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("n = %d, %v", n, err)

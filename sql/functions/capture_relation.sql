@@ -1,7 +1,7 @@
 -- synchro.capture_relation: records a validated relation in the registry under
--- generation g, installs its key guard, fence and truncate guard triggers, and adds
--- it to the capture publication by qualified name. Returns the immutable
--- relation_id. The relation must not be registered yet.
+-- generation g and returns its immutable relation_id. The relation must not be
+-- registered yet. synchro.install_capture then installs its triggers (after a
+-- synced table's synced_table row exists, whose table_id the fence carries).
 CREATE OR REPLACE FUNCTION synchro.capture_relation(rel oid, kind text, cols name[], g bigint)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -11,7 +11,6 @@ DECLARE
     ident record := synchro.capture_identity(rel);
     qname text := synchro.qualified_name(rel);
     rid bigint;
-    pub name;
 BEGIN
     IF EXISTS (SELECT FROM synchro.relation r JOIN pg_namespace n ON n.nspname = r.schema_name
                JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = r.relation_name
@@ -27,18 +26,6 @@ BEGIN
     WHERE c.oid = rel
     RETURNING relation_id INTO rid;
 
-    EXECUTE format('CREATE TRIGGER synchro_key_guard BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION synchro.key_guard(%L)',
-                   qname, ident.key_column);
-    EXECUTE format('CREATE TRIGGER synchro_fence AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION synchro.fence(%s)',
-                   qname, rid);
-    EXECUTE format('CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard()',
-                   qname);
-
-    SELECT publication_name INTO pub FROM synchro.settings;
-    IF NOT EXISTS (SELECT FROM pg_publication p JOIN pg_publication_rel pr ON pr.prpubid = p.oid
-                   WHERE p.pubname = pub AND pr.prrelid = rel) THEN
-        EXECUTE format('ALTER PUBLICATION %I ADD TABLE %s', pub, qname);
-    END IF;
     RETURN rid;
 END
 $$;

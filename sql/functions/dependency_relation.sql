@@ -14,7 +14,9 @@ BEGIN
     SELECT * INTO r FROM synchro.relation WHERE relation_oid = rel;
     IF NOT FOUND THEN
         PERFORM synchro.check_columns(rel, needed, context);
-        RETURN synchro.capture_relation(rel, 'capture_dependency', synchro.relation_columns(rel), g);
+        r.relation_id := synchro.capture_relation(rel, 'capture_dependency', synchro.relation_columns(rel), g);
+        PERFORM synchro.install_capture(r.relation_id);
+        RETURN r.relation_id;
     END IF;
     SELECT n INTO missing FROM unnest(needed) n WHERE n <> ALL (r.columns) LIMIT 1;
     IF missing IS NOT NULL THEN

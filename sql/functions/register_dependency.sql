@@ -26,6 +26,7 @@ BEGIN
     PERFORM synchro.capture_identity(rel);
     g := synchro.begin_registry_change('register_dependency ' || synchro.qualified_name(rel));
     rid := synchro.capture_relation(rel, 'capture_dependency', cols, g);
+    PERFORM synchro.install_capture(rid);
     PERFORM synchro.activate_registry_generation(g);
     RETURN rid;
 END

@@ -115,6 +115,7 @@ BEGIN
     VALUES (rid, wire_name, compiled.normalized, sync_cols, policy,
             options->>'updated_at_column', options->>'deleted_at_column', input)
     RETURNING table_id INTO tid;
+    PERFORM synchro.install_capture(rid);
     -- Rule evaluation finds rows by the columns path and members rules follow.
     IF compiled.normalized ->> 'kind' = 'path' THEN
         FOR i IN 0 .. jsonb_array_length(compiled.normalized -> 'path') - 1 LOOP

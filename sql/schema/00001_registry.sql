@@ -72,14 +72,15 @@ CREATE TABLE synchro.projection (
 
 -- The canonical identity reservation of one row: its current opaque version.
 -- Fence triggers and push conflict checks lock this row, so a direct write and a
--- push cannot both advance one prior version. fence_xid/fence_cid hold the
--- transaction-local order state of the nested-statement check.
+-- push cannot both advance one prior version. fence_xid and fence_ctid (the tuple
+-- the last fence left; NULL after a delete) are the order state of the fence's
+-- nested-statement check.
 CREATE TABLE synchro.row_head (
     relation_id bigint NOT NULL,
     key         text NOT NULL,
     version     text NOT NULL,
     fence_xid   xid8 NOT NULL,
-    fence_cid   cid,
+    fence_ctid  tid,
     PRIMARY KEY (relation_id, key)
 );
 

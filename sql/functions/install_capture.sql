@@ -1,0 +1,35 @@
+-- synchro.install_capture: installs the key guard, fence and truncate guard
+-- triggers of registered relation rid and adds it to the capture publication by
+-- qualified name. The fence's arguments carry the immutable registered identity
+-- (relation_id, kind, schema, name, OID, key column, table_id), so a fence never
+-- looks the registry up and always reports the identity that was registered.
+CREATE OR REPLACE FUNCTION synchro.install_capture(rid bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    r record;
+    qname text;
+    pub name;
+BEGIN
+    SELECT rr.*, t.table_id INTO r
+    FROM synchro.relation rr LEFT JOIN synchro.synced_table t ON t.relation_id = rr.relation_id
+    WHERE rr.relation_id = rid;
+    qname := synchro.qualified_name(r.relation_oid);
+    EXECUTE format('CREATE TRIGGER synchro_key_guard BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION synchro.key_guard(%L)',
+                   qname, r.key_column);
+    EXECUTE format('CREATE TRIGGER synchro_fence AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW '
+                   'EXECUTE FUNCTION synchro.fence(%L, %L, %L, %L, %L, %L, %L)',
+                   qname, r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid,
+                   r.key_column, coalesce(r.table_id::text, ''));
+    EXECUTE format('CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard()',
+                   qname);
+
+    SELECT publication_name INTO pub FROM synchro.settings;
+    IF NOT EXISTS (SELECT FROM pg_publication p JOIN pg_publication_rel pr ON pr.prpubid = p.oid
+                   WHERE p.pubname = pub AND pr.prrelid = r.relation_oid) THEN
+        EXECUTE format('ALTER PUBLICATION %I ADD TABLE %s', pub, qname);
+    END IF;
+END
+$$;
