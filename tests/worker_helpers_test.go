@@ -1,11 +1,14 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,7 +89,8 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 }
 
 // waitMaterialized waits until every fence written so far is materialized and
-// the stream has processed the WAL written so far.
+// the stream has processed the WAL written so far; a blocking poison
+// transaction fails it at once.
 func waitMaterialized(t *testing.T, d *testdb.DB) {
 	t.Helper()
 	var target string
@@ -95,9 +99,331 @@ func waitMaterialized(t *testing.T, d *testdb.DB) {
 	}
 	waitFor(t, "materialization", 30*time.Second, func() (bool, error) {
 		var ok bool
+		var poison *string
 		err := d.Pool.QueryRow(context.Background(), `
 			SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)
-			   AND EXISTS (SELECT FROM synchro.progress WHERE processed_end_lsn >= $1::pg_lsn)`, target).Scan(&ok)
+			   AND EXISTS (SELECT FROM synchro.progress WHERE processed_end_lsn >= $1::pg_lsn),
+			   (SELECT string_agg(p::text, ', ') FROM synchro.poison_txn p WHERE resolved_at IS NULL AND retry_requested_at IS NULL)`,
+			target).Scan(&ok, &poison)
+		if err == nil && poison != nil {
+			err = fmt.Errorf("the stream is blocked by a poison transaction: %s", *poison)
+		}
 		return ok, err
 	})
+}
+
+// waitExit waits for a worker that stops by itself (a hook) and returns what Run
+// returned; stop is a no-op afterwards.
+func (w *runningWorker) waitExit(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-w.done:
+		close(w.done)
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("worker did not stop by itself within %s", timeout)
+		return nil
+	}
+}
+
+// waitStream waits until the worker started the stream generation: from then on
+// every committed write reaches its slot.
+func waitStream(t *testing.T, d *testdb.DB) {
+	t.Helper()
+	waitFor(t, "stream start", 30*time.Second, func() (bool, error) {
+		var ok bool
+		err := d.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM synchro.progress)`).Scan(&ok)
+		return ok, err
+	})
+}
+
+// startStreaming starts a worker and waits until its stream generation exists.
+func startStreaming(t *testing.T, d *testdb.DB, cfg wal.Config) *runningWorker {
+	t.Helper()
+	w := startWorker(t, d, cfg)
+	waitStream(t, d)
+	return w
+}
+
+// waitState waits until the worker's heartbeat reports state.
+func waitState(t *testing.T, d *testdb.DB, workerID, state string) {
+	t.Helper()
+	waitFor(t, "worker "+workerID+" state "+state, 30*time.Second, func() (bool, error) {
+		var ok bool
+		err := d.Pool.QueryRow(context.Background(),
+			`SELECT EXISTS (SELECT FROM synchro.worker_heartbeat WHERE worker_id = $1 AND state = $2)`, workerID, state).Scan(&ok)
+		return ok, err
+	})
+}
+
+// waitBlocked waits until the worker is blocked and has kept reporting so in
+// heartbeats spanning more than span, so that it had several chances to move
+// on. Between its retries it may report starting; it must never report streaming.
+func waitBlocked(t *testing.T, d *testdb.DB, workerID string, span time.Duration) {
+	t.Helper()
+	waitState(t, d, workerID, "blocked")
+	var since time.Time
+	if err := d.Pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "heartbeats of blocked worker "+workerID, 30*time.Second, func() (bool, error) {
+		var state string
+		var at time.Time
+		err := d.Pool.QueryRow(context.Background(),
+			`SELECT state, heartbeat_at FROM synchro.worker_heartbeat WHERE worker_id = $1`, workerID).Scan(&state, &at)
+		if err != nil {
+			return false, err
+		}
+		if state == "streaming" {
+			return false, fmt.Errorf("blocked worker %s reports state streaming", workerID)
+		}
+		return state == "blocked" && at.After(since.Add(span)), nil
+	})
+}
+
+// committed describes a source transaction a test wrote: its 32-bit xid (as
+// pgoutput reports it), the fence ids it created in DML order, and WAL insert
+// positions read before it began and after it committed, which bound its
+// commit record.
+type committed struct {
+	xid           int64
+	fences        []string
+	before, after string
+}
+
+// commitTxn runs the statements as one transaction on one connection.
+func commitTxn(t *testing.T, d *testdb.DB, statements string) committed {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := d.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var c committed
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&c.before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, statements); err != nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		t.Fatalf("transaction %q: %v", statements, err)
+	}
+	if err := conn.QueryRow(ctx, `
+		SELECT (pg_current_xact_id()::text::numeric % 4294967296)::bigint,
+		       coalesce((SELECT array_agg(fence_id::text ORDER BY dml_ordinal) FROM synchro.fence
+		                 WHERE xid = pg_current_xact_id()), '{}')`).Scan(&c.xid, &c.fences); err != nil {
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&c.after); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ledgerOf returns the txn_ledger row of a committed transaction (by xid) and
+// checks that its commit record lies between the bounds the test read.
+func ledgerOf(t *testing.T, d *testdb.DB, c committed) (commitLSN, endLSN string, eventCount, applied int) {
+	t.Helper()
+	var inBounds bool
+	err := d.Pool.QueryRow(context.Background(), `
+		SELECT commit_lsn::text, end_lsn::text, event_count, applied_count,
+		       commit_lsn > $2::pg_lsn AND end_lsn <= $3::pg_lsn
+		FROM synchro.txn_ledger WHERE xid = $1`, c.xid, c.before, c.after).Scan(&commitLSN, &endLSN, &eventCount, &applied, &inBounds)
+	if err != nil {
+		t.Fatalf("txn_ledger row of xid %d: %v", c.xid, err)
+	}
+	if !inBounds {
+		t.Fatalf("txn_ledger row of xid %d at %s..%s lies outside the transaction's WAL bounds %s..%s", c.xid, commitLSN, endLSN, c.before, c.after)
+	}
+	return
+}
+
+// effect is one pull effect, with its transaction as an index in commit order
+// among the materialized transactions.
+type effect struct {
+	txn           int
+	scope         string
+	event, ordNum int
+	tableID       int
+	key, op       string
+	version       string // "" for a delete
+}
+
+func (e effect) String() string {
+	return fmt.Sprintf("t%d %s e%d/%d %d:%s %s", e.txn, e.scope, e.event, e.ordNum, e.tableID, e.key, e.op)
+}
+
+// effects returns the effects in delivery position order per transaction
+// (commit_lsn, scope, event_ordinal, effect_ordinal), or only those of one
+// commit (then txn is 0).
+func effects(t *testing.T, d *testdb.DB, commitLSN string) []effect {
+	t.Helper()
+	rows, err := d.Pool.Query(context.Background(), `
+		SELECT l.idx, e.scope, e.event_ordinal, e.effect_ordinal, e.table_id, e.key, e.op, coalesce(e.version, '')
+		FROM synchro.effect e
+		JOIN (SELECT commit_lsn, (row_number() OVER (ORDER BY commit_lsn) - 1)::int AS idx FROM synchro.txn_ledger) l USING (commit_lsn)
+		WHERE nullif($1, '')::pg_lsn IS NULL OR e.commit_lsn = nullif($1, '')::pg_lsn
+		ORDER BY e.commit_lsn, e.scope COLLATE "C", e.event_ordinal, e.effect_ordinal`, commitLSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []effect
+	for rows.Next() {
+		var e effect
+		if err := rows.Scan(&e.txn, &e.scope, &e.event, &e.ordNum, &e.tableID, &e.key, &e.op, &e.version); err != nil {
+			t.Fatal(err)
+		}
+		if commitLSN != "" {
+			e.txn = 0 // the effects of one commit: no index
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// rowsOf runs a query and renders every row as its text columns joined by "|".
+func rowsOf(t *testing.T, d *testdb.DB, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := d.Pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatalf("query %q: %v", sql, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = fmt.Sprint(v)
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// requireDigests checks every recorded scope digest against the membership
+// edges and row versions: at each (scope, commit) it is the sum mod 2^32 of the
+// checksums of the row versions current at that commit over the rows whose edge
+// is open there, and row_count is their number. The latest digest of each scope
+// also equals the sum over the open edges and synchro.synced_row.
+func requireDigests(t *testing.T, d *testdb.DB) {
+	t.Helper()
+	bad := rowsOf(t, d, `
+		SELECT sd.scope, sd.commit_lsn::text, sd.digest, sd.row_count, x.total % 4294967296, x.n
+		FROM synchro.scope_digest sd
+		CROSS JOIN LATERAL (
+			SELECT coalesce(sum(v.checksum), 0) AS total, count(*) AS n
+			FROM synchro.membership m
+			CROSS JOIN LATERAL (SELECT rv.checksum FROM synchro.row_version rv
+			                    WHERE rv.table_id = m.table_id AND rv.key = m.key AND rv.commit_lsn <= sd.commit_lsn
+			                    ORDER BY rv.commit_lsn DESC LIMIT 1) v
+			WHERE m.stream_generation = sd.stream_generation AND m.scope = sd.scope
+			  AND m.from_lsn <= sd.commit_lsn AND (m.to_lsn IS NULL OR m.to_lsn > sd.commit_lsn)) x
+		WHERE sd.digest <> x.total % 4294967296 OR sd.row_count <> x.n`)
+	if len(bad) > 0 {
+		t.Fatalf("scope digests disagree with the membership edges (scope|commit|digest|row_count|want digest|want count): %v", bad)
+	}
+	bad = rowsOf(t, d, `
+		WITH latest AS (SELECT DISTINCT ON (scope) scope, digest, row_count FROM synchro.scope_digest ORDER BY scope, commit_lsn DESC),
+		     open AS (SELECT m.scope, sum(s.checksum) AS total, count(*) AS n
+		              FROM synchro.membership m JOIN synchro.synced_row s USING (table_id, key)
+		              WHERE m.to_lsn IS NULL GROUP BY m.scope)
+		SELECT scope, l.digest, l.row_count, coalesce(o.total, 0) % 4294967296, coalesce(o.n, 0)
+		FROM latest l FULL JOIN open o USING (scope)
+		WHERE l.digest IS DISTINCT FROM coalesce(o.total, 0) % 4294967296 OR l.row_count IS DISTINCT FROM coalesce(o.n, 0)`)
+	if len(bad) > 0 {
+		t.Fatalf("latest scope digests disagree with synced_row over open membership (scope|digest|row_count|sum|count): %v", bad)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.membership m WHERE m.to_lsn IS NULL
+		AND NOT EXISTS (SELECT FROM synchro.synced_row s WHERE s.table_id = m.table_id AND s.key = m.key)`); n != 0 {
+		t.Fatalf("%d open membership edges of rows without a current version", n)
+	}
+}
+
+// logBuffer collects a worker's log output.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logTo makes cfg log (debug and up) into a new buffer.
+func logTo(cfg *wal.Config) *logBuffer {
+	b := &logBuffer{}
+	cfg.Log = slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return b
+}
+
+// requireEffectVersions checks that every upsert effect carries the row version
+// current at its commit (the latest row_version of the row at or before it,
+// with an image) and every delete carries none.
+func requireEffectVersions(t *testing.T, d *testdb.DB) {
+	t.Helper()
+	bad := rowsOf(t, d, `
+		SELECT e.scope, e.commit_lsn::text, e.table_id, e.key, e.op, e.version, cur.version
+		FROM synchro.effect e
+		LEFT JOIN LATERAL (SELECT rv.version, rv.image FROM synchro.row_version rv
+		                   WHERE rv.table_id = e.table_id AND rv.key = e.key AND rv.commit_lsn <= e.commit_lsn
+		                   ORDER BY rv.commit_lsn DESC LIMIT 1) cur ON true
+		WHERE (e.op = 'upsert' AND (e.version IS DISTINCT FROM cur.version OR cur.image IS NULL))
+		   OR (e.op = 'delete' AND e.version IS NOT NULL)`)
+	if len(bad) > 0 {
+		t.Fatalf("effects whose version is not the row's current version (scope|commit|table|key|op|version|current): %v", bad)
+	}
+}
+
+// tableID is the logical table id of a synced table by wire name.
+func tableID(t *testing.T, d *testdb.DB, name string) int {
+	t.Helper()
+	return int(queryInt(t, d, `SELECT table_id FROM synchro.synced_table WHERE name = $1`, name))
+}
+
+// rowVersion is the current opaque version of a registered row (its identity
+// reservation, which holds the version of the row's last fence).
+func rowVersion(t *testing.T, d *testdb.DB, relation, key string) string {
+	t.Helper()
+	return queryText(t, d, `SELECT h.version FROM synchro.row_head h
+		WHERE h.relation_id = (SELECT relation_id FROM synchro.relation WHERE relation_oid = $1::regclass) AND h.key = $2`, relation, key)
+}
+
+// requireEffects compares effect lists.
+func requireEffects(t *testing.T, what string, got, want []effect) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d effects, want %d\ngot:  %v\nwant: %v", what, len(got), len(want), got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: effect %d is %v (version %q), want %v (version %q)\ngot:  %v\nwant: %v",
+				what, i, got[i], got[i].version, want[i], want[i].version, got, want)
+		}
+	}
 }

@@ -30,10 +30,29 @@ type batchEvent struct {
 	Version    string          `json:"v"`
 }
 
+// rowImages holds the latest image of each row among the transactions of one
+// batch, so that a partial image (unchanged TOAST values left out) completes over
+// the row's earlier image in the batch: materialization completes a partial image
+// only over the projection as it was before the batch (or segment).
+type rowImages map[rowID]rowImage
+
+type rowID struct {
+	rel int64
+	key string
+}
+
+// rowImage is a row's image; partial when it still lacks unchanged TOAST values
+// (no earlier image of the row in the batch was complete).
+type rowImage struct {
+	fields  map[string]json.RawMessage
+	partial bool
+}
+
 // prepare selects the registry generation of every row event, reconciles events
-// with fences and renders the applicable events. A transaction that cannot be
+// with fences and renders the applicable events, completing partial images over
+// images (the batch's rows so far, updated here). A transaction that cannot be
 // prepared is a poison transaction: the error is a *capture.Failure.
-func prepare(txn *capture.Txn, reg *registry, active int64) (batchTxn, error) {
+func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (batchTxn, error) {
 	out := batchTxn{
 		CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(), Xid: txn.Xid,
 		CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: active,
@@ -56,13 +75,6 @@ func prepare(txn *capture.Txn, reg *registry, active int64) (batchTxn, error) {
 	if err != nil {
 		return out, err
 	}
-	// Images of a row within this transaction, so that a partial image (unchanged
-	// TOAST values left out) completes over the row's earlier image here.
-	type rowID struct {
-		rel int64
-		key string
-	}
-	last := map[rowID]map[string]json.RawMessage{}
 	for _, p := range pairs {
 		r, _ := reg.byID(p.Reg.RelationID)
 		ev := batchEvent{Ordinal: p.Event.Ordinal, RelationID: p.Reg.RelationID, Key: p.Key, Op: p.Event.Op,
@@ -71,6 +83,14 @@ func prepare(txn *capture.Txn, reg *registry, active int64) (batchTxn, error) {
 		if p.Event.Op == "delete" {
 			delete(last, id)
 		} else {
+			// A registered column renamed or dropped would silently leave every
+			// later image: relation drift.
+			for col := range r.Columns {
+				if _, ok := p.Event.Value(col); !ok {
+					return out, &capture.Failure{Class: capture.ClassRelationDrift, RelationID: p.Reg.RelationID,
+						Detail: "a registered column is missing from the decoded relation"}
+				}
+			}
 			img, partial, err := image(p.Event.New, r.Columns)
 			if err != nil {
 				return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: err.Error()}
@@ -79,16 +99,17 @@ func prepare(txn *capture.Txn, reg *registry, active int64) (batchTxn, error) {
 			if err := json.Unmarshal(img, &fields); err != nil {
 				return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
 			}
+			// The merged image stays partial when the earlier one was partial too.
 			if prev, ok := last[id]; ok && partial {
 				for k, v := range fields {
-					prev[k] = v
+					prev.fields[k] = v
 				}
-				fields, partial = prev, false
+				fields, partial = prev.fields, prev.partial
 				if img, err = json.Marshal(fields); err != nil {
 					return out, err
 				}
 			}
-			last[id] = fields
+			last[id] = rowImage{fields, partial}
 			ev.Image, ev.Partial = img, partial
 		}
 		out.Events = append(out.Events, ev)

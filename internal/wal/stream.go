@@ -23,9 +23,12 @@ type stream struct {
 
 	reg    *registry
 	active int64 // registry generation active after the last materialized transaction
-	asm    *capture.Assembler
-	batch  []*capture.Txn
-	oldest time.Time // when the first transaction of the batch arrived
+	// durable is the materialized high-watermark at session start: transactions
+	// up to it are replays of durable ones (a stop before acknowledgement).
+	durable pglogrepl.LSN
+	asm     *capture.Assembler
+	batch   []*capture.Txn
+	oldest  time.Time // when the first transaction of the batch arrived
 
 	lastData   time.Time
 	idleTarget pglogrepl.LSN // flush position read for an idle acknowledgement, 0 when none
@@ -38,7 +41,12 @@ func (s *stream) run(ctx context.Context) error {
 	if s.reg, err = loadRegistry(ctx, w.pool); err != nil {
 		return err
 	}
-	if err := w.pool.QueryRow(ctx, `SELECT registry_generation FROM synchro.progress`).Scan(&s.active); err != nil {
+	var durable string
+	if err := w.pool.QueryRow(ctx, `SELECT registry_generation, coalesce(materialized_commit_lsn, generation_start_lsn)::text
+		FROM synchro.progress`).Scan(&s.active, &durable); err != nil {
+		return err
+	}
+	if s.durable, err = pglogrepl.ParseLSN(durable); err != nil {
 		return err
 	}
 	s.asm = capture.NewAssembler()
@@ -154,7 +162,17 @@ func (s *stream) flush(ctx context.Context) error {
 	var poison *capture.Failure
 	var poisonTxn *capture.Txn
 	active := s.active
+	images := rowImages{}
 	for _, txn := range txns {
+		if txn.CommitLSN <= s.durable {
+			// A durable transaction replayed: its ledger row makes materialization
+			// a no-op. It is not paired again, because the registry generation
+			// active before it is no longer known (its own activations moved it).
+			prepared = append(prepared, batchTxn{CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(),
+				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: active,
+				Events: []batchEvent{}})
+			continue
+		}
 		if s.needsRegistry(txn) {
 			reg, err := loadRegistry(ctx, w.pool)
 			if err != nil {
@@ -162,7 +180,7 @@ func (s *stream) flush(ctx context.Context) error {
 			}
 			s.reg = reg
 		}
-		bt, err := prepare(txn, s.reg, active)
+		bt, err := prepare(txn, s.reg, active, images)
 		if err != nil {
 			if !errors.As(err, &poison) {
 				return err
@@ -172,6 +190,11 @@ func (s *stream) flush(ctx context.Context) error {
 		}
 		active = bt.RegistryGeneration
 		prepared = append(prepared, bt)
+	}
+	if poison == nil {
+		if err := w.relationDropped(ctx); err != nil {
+			return err
+		}
 	}
 	done, failed, err := s.materialize(ctx, prepared)
 	if err != nil {
@@ -355,6 +378,9 @@ func (s *stream) idleAck(ctx context.Context) error {
 		return nil
 	}
 	if blocked, err := s.w.poisonBlocks(ctx); err != nil || blocked {
+		return err
+	}
+	if err := s.w.relationDropped(ctx); err != nil {
 		return err
 	}
 	if err := s.checkSlot(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -203,6 +204,9 @@ func (w *Worker) session(ctx context.Context) error {
 	} else if blocked {
 		return errBlocked
 	}
+	if err := w.relationDropped(ctx); err != nil {
+		return err
+	}
 	s := &stream{w: w, conn: repl, ack: ack}
 	return s.run(ctx)
 }
@@ -328,4 +332,29 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 	var blocked bool
 	err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.poison_txn WHERE resolved_at IS NULL AND retry_requested_at IS NULL)`).Scan(&blocked)
 	return blocked, err
+}
+
+// relationDropped blocks capture (errBlocked) while a registered relation no
+// longer exists under its registered OID: it was dropped, perhaps recreated under
+// the same name. Writes to a recreated relation never reach the stream (it has
+// no fence triggers and no publication membership), so no decoded transaction
+// can carry this drift (ADR 001, "Registry activation and relation drift").
+// Renames, schema moves and replica identity changes keep the OID; they are
+// detected on the decoded row events.
+func (w *Worker) relationDropped(ctx context.Context) error {
+	var id int64
+	var name string
+	err := w.pool.QueryRow(ctx, `
+		SELECT r.relation_id, r.schema_name || '.' || r.relation_name FROM synchro.relation r
+		WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = r.relation_oid)
+		ORDER BY r.relation_id LIMIT 1`).Scan(&id, &name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.cfg.Log.Error("registered relation dropped: relation drift blocks capture", "worker", w.cfg.WorkerID,
+		"relation_id", id, "relation", name)
+	return fmt.Errorf("%w: registered relation %d (%s) was dropped", errBlocked, id, name)
 }
