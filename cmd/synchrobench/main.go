@@ -146,8 +146,12 @@ func benchDB(ctx context.Context, adminURL, name string) (string, *pgxpool.Pool,
 
 func workerConfig(url string) wal.Config {
 	cfg, _ := pgx.ParseConfig(url)
+	var out io.Writer = io.Discard
+	if os.Getenv("SYNCHRO_LOG_LEVEL") == "debug" {
+		out = os.Stderr
+	}
 	return wal.Config{DatabaseURL: url, Slot: "synchro_" + cfg.Database, Publication: "synchro", WorkerID: "bench",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 }
 
 // startWorker runs a worker until the returned stop is called.
@@ -168,7 +172,7 @@ func waitFor(ctx context.Context, pool *pgxpool.Pool, query string, args ...any)
 		if ok {
 			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("timed out: %s", query)
 }
@@ -212,7 +216,9 @@ func insertScript(width int) string {
 // captureRun writes a backlog with pgbench while the worker is stopped, then
 // measures how fast the worker materializes it and how fast a bare reader decodes it.
 func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int) ([]row, error) {
-	url, pool, err := benchDB(ctx, adminURL, fmt.Sprintf("bench_capture_%d", width))
+	name := fmt.Sprintf("bench_capture_%d", width)
+	rawSlot := "raw_" + name
+	url, pool, err := benchDB(ctx, adminURL, name)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +229,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		return nil, err
 	}
 	stop()
-	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot('synchro_bench_raw', 'pgoutput')`); err != nil {
+	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, rawSlot); err != nil {
 		return nil, err
 	}
 	progress("%d-row: pgbench writing for %ds", width, seconds)
@@ -241,7 +247,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	}
 
 	progress("%d-row: %d transactions written; raw decode", width, txns)
-	rawTxns, rawDur, err := rawDecode(ctx, url, "synchro_bench_raw", target)
+	rawTxns, rawDur, err := rawDecode(ctx, url, rawSlot, target)
 	if err != nil {
 		return nil, err
 	}
@@ -249,14 +255,14 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	progress("%d-row: raw decode %d tx in %s; materializing", width, rawTxns, rawDur.Round(time.Millisecond))
 	t0 := time.Now()
 	stop = startWorker(url, pool)
-	err = waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`)
+	err = waitFor(ctx, pool, `SELECT count(*) >= $1 FROM synchro.txn_ledger WHERE applied_count > 0`, txns)
 	dur := time.Since(t0)
 	stop()
 	progress("%d-row: materialized in %s", width, dur.Round(time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot('synchro_bench_raw')`); err != nil {
+	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, rawSlot); err != nil {
 		return nil, err
 	}
 	capTPS := float64(txns) / dur.Seconds()
@@ -350,7 +356,11 @@ func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row
 	if err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`); err != nil {
+	var target string
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&target); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, pool, `SELECT processed_end_lsn >= $1::pg_lsn FROM synchro.progress`, target); err != nil {
 		return nil, err
 	}
 	var p50, p99 float64

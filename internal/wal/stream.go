@@ -152,6 +152,7 @@ func (s *stream) flush(ctx context.Context) error {
 	w := s.w
 	txns := s.batch
 	s.batch = nil
+	started := time.Now()
 	if err := w.step(StepReceived); err != nil {
 		return err
 	}
@@ -196,10 +197,12 @@ func (s *stream) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	preparedAt := time.Now()
 	done, failed, err := s.materialize(ctx, prepared)
 	if err != nil {
 		return err
 	}
+	materializedAt := time.Now()
 	if done > 0 {
 		last := prepared[done-1]
 		s.active = last.RegistryGeneration
@@ -208,6 +211,8 @@ func (s *stream) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", done,
+		"prepare", preparedAt.Sub(started), "materialize", materializedAt.Sub(preparedAt), "acknowledge", time.Since(materializedAt))
 	sqlstate := ""
 	if failed != nil {
 		poison, poisonTxn, sqlstate = failed.failure, txns[done], failed.sqlstate

@@ -15,6 +15,7 @@ BEGIN
         seq integer, commit_lsn pg_lsn, o integer, r bigint, k text, op text, img jsonb, partial boolean,
         f uuid, v text
     ) ON COMMIT DELETE ROWS;
+    CREATE INDEX ON synchro_seg_event (f);
     -- The net change of each row (relation, key) in each transaction.
     CREATE TEMP TABLE synchro_seg_change (
         seq integer, commit_lsn pg_lsn, relation_id bigint, key text, old_image jsonb, new_image jsonb,

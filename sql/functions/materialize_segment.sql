@@ -24,11 +24,12 @@ CREATE OR REPLACE FUNCTION synchro.materialize_segment(gen uuid, txns jsonb)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
--- Statements join a segment's scratch rows to large indexed tables: nested loops
--- over index lookups stay right whatever the cached plans' statistics were when
--- the tables were small. JIT compilation would cost more than any statement here.
-SET enable_hashjoin = off
-SET enable_mergejoin = off
+-- Every statement is driven by the segment's scratch rows and reaches Synchro's
+-- large tables only through index lookups written as correlated subqueries (or
+-- TID lists), so no plan can scan or hash a large table whatever statistics the
+-- planner holds for tables that grow fast. Sequential scans are left to the
+-- scratch tables; JIT compilation would cost more than any statement here.
+SET enable_seqscan = off
 SET jit = off
 AS $$
 DECLARE
@@ -54,9 +55,9 @@ BEGIN
     INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
     SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e;
 
-    UPDATE synchro.fence f SET materialized_lsn = e.commit_lsn
-    FROM synchro_seg_event e
-    WHERE f.fence_id = e.f AND f.materialized_lsn IS NULL;
+    UPDATE synchro.fence f
+    SET materialized_lsn = (SELECT e.commit_lsn FROM synchro_seg_event e WHERE e.f = f.fence_id)
+    WHERE f.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e)) AND f.materialized_lsn IS NULL;
     GET DIAGNOSTICS reconciled = ROW_COUNT;
     IF reconciled <> expected THEN
         RAISE EXCEPTION 'synchro: % of % fences are not recorded or already materialized', expected - reconciled, expected
@@ -77,8 +78,10 @@ BEGIN
 
     -- Projections take each row's state after the segment.
     DELETE FROM synchro.projection p
-    USING (SELECT DISTINCT ON (c.relation_id, c.key) c.* FROM synchro_seg_change c ORDER BY c.relation_id, c.key, c.seq DESC) c
-    WHERE c.new_image IS NULL AND p.relation_id = c.relation_id AND p.key = c.key;
+    WHERE p.ctid = ANY (ARRAY(
+        SELECT (SELECT p2.ctid FROM synchro.projection p2 WHERE p2.relation_id = c.relation_id AND p2.key = c.key)
+        FROM (SELECT DISTINCT ON (c.relation_id, c.key) c.* FROM synchro_seg_change c ORDER BY c.relation_id, c.key, c.seq DESC) c
+        WHERE c.new_image IS NULL));
     INSERT INTO synchro.projection (relation_id, key, image)
     SELECT c.relation_id, c.key, c.new_image
     FROM (SELECT DISTINCT ON (c.relation_id, c.key) c.* FROM synchro_seg_change c ORDER BY c.relation_id, c.key, c.seq DESC) c
@@ -175,10 +178,13 @@ BEGIN
     -- closes its open edge; every join opens an edge that the row's next leave in
     -- the segment (if any) closes.
     UPDATE synchro.membership m SET to_lsn = x.commit_lsn
-    FROM (SELECT DISTINCT ON (d.scope, d.table_id, d.key) d.* FROM synchro_seg_diff d
-          WHERE d.joined OR d.left_scope ORDER BY d.scope, d.table_id, d.key, d.seq) x
-    WHERE x.left_scope AND m.stream_generation = gen AND m.table_id = x.table_id AND m.key = x.key
-      AND m.scope = x.scope AND m.to_lsn IS NULL;
+    FROM (SELECT (SELECT m2.ctid FROM synchro.membership m2
+                  WHERE m2.stream_generation = gen AND m2.table_id = f.table_id AND m2.key = f.key
+                    AND m2.scope = f.scope AND m2.to_lsn IS NULL) AS edge, f.commit_lsn
+          FROM (SELECT DISTINCT ON (d.scope, d.table_id, d.key) d.* FROM synchro_seg_diff d
+                WHERE d.joined OR d.left_scope ORDER BY d.scope, d.table_id, d.key, d.seq) f
+          WHERE f.left_scope) x
+    WHERE m.ctid = x.edge;
     INSERT INTO synchro.membership (stream_generation, scope, table_id, key, from_lsn, to_lsn)
     SELECT gen, x.scope, x.table_id, x.key, x.commit_lsn, x.next_leave
     FROM (SELECT d.*, lead(d.commit_lsn) OVER (PARTITION BY d.scope, d.table_id, d.key ORDER BY d.seq) AS next_leave
@@ -200,8 +206,11 @@ BEGIN
 
     -- The current version of each changed synced row.
     DELETE FROM synchro.synced_row s
-    USING (SELECT DISTINCT ON (i.table_id, i.key) i.* FROM synchro_seg_impact i WHERE i.own ORDER BY i.table_id, i.key, i.seq DESC) i
-    WHERE i.image IS NULL AND s.table_id = i.table_id AND s.key = i.key;
+    WHERE s.ctid = ANY (ARRAY(
+        SELECT (SELECT s2.ctid FROM synchro.synced_row s2 WHERE s2.table_id = i.table_id AND s2.key = i.key)
+        FROM (SELECT DISTINCT ON (i.table_id, i.key) i.* FROM synchro_seg_impact i WHERE i.own
+              ORDER BY i.table_id, i.key, i.seq DESC) i
+        WHERE i.image IS NULL));
     INSERT INTO synchro.synced_row (table_id, key, version, checksum)
     SELECT i.table_id, i.key, i.version, i.checksum
     FROM (SELECT DISTINCT ON (i.table_id, i.key) i.* FROM synchro_seg_impact i WHERE i.own ORDER BY i.table_id, i.key, i.seq DESC) i

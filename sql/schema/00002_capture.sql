@@ -51,8 +51,9 @@ CREATE TABLE synchro.event_ledger (
     key               text NOT NULL,
     fence_id          uuid NOT NULL UNIQUE,
     version           text NOT NULL,
-    PRIMARY KEY (stream_generation, commit_lsn, event_ordinal),
-    FOREIGN KEY (stream_generation, commit_lsn) REFERENCES synchro.txn_ledger
+    -- Written with its txn_ledger row in the same materialization (no FK: a
+    -- per-row check would cost more than the rest of the row's ledger entry).
+    PRIMARY KEY (stream_generation, commit_lsn, event_ordinal)
 );
 
 -- Expression lookups of scope rules over projections (path and members rules).
