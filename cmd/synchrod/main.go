@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: httpapi.NewRouter(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.NewRouter(httpapi.Deps{Pool: pool}), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("synchrod listening", "address", ln.Addr().String())

@@ -7,12 +7,23 @@ import (
 	"net/http"
 
 	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// Deps is what the handlers need.
+type Deps struct {
+	Pool *pgxpool.Pool
+	// Metrics serves GET /metrics when set.
+	Metrics http.Handler
+}
+
 // NewRouter returns the HTTP handler of synchrod.
-func NewRouter() http.Handler {
+func NewRouter(d Deps) http.Handler {
 	r := mux.NewRouter()
 	r.HandleFunc("/healthz", healthz).Methods(http.MethodGet)
+	if d.Metrics != nil {
+		r.Handle("/metrics", d.Metrics).Methods(http.MethodGet)
+	}
 	return r
 }
 
