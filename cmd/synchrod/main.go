@@ -19,6 +19,7 @@ import (
 
 	"github.com/synchro-sync/synchro/internal/config"
 	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
@@ -68,11 +69,12 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 
+	m := metrics.New(pool)
 	workerDone := make(chan error, 1)
 	if *runWorker {
 		w := wal.New(wal.Config{
 			DatabaseURL: common.DatabaseURL, Slot: common.Slot, Publication: common.Publication,
-			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log,
+			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log, Metrics: m,
 		}, pool)
 		go func() { workerDone <- w.Run(ctx) }()
 	}
@@ -81,7 +83,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: httpapi.NewRouter(httpapi.Deps{Pool: pool}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.NewRouter(httpapi.Deps{Pool: pool, Metrics: m}), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("synchrod listening", "address", ln.Addr().String())

@@ -8,21 +8,24 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/metrics"
 )
 
 // Deps is what the handlers need.
 type Deps struct {
 	Pool *pgxpool.Pool
-	// Metrics serves GET /metrics when set.
-	Metrics http.Handler
+	// Metrics, when set, serves GET /metrics and counts every request.
+	Metrics *metrics.Metrics
 }
 
 // NewRouter returns the HTTP handler of synchrod.
 func NewRouter(d Deps) http.Handler {
 	r := mux.NewRouter()
+	r.Use(d.Metrics.Middleware)
 	r.HandleFunc("/healthz", healthz).Methods(http.MethodGet)
 	if d.Metrics != nil {
-		r.Handle("/metrics", d.Metrics).Methods(http.MethodGet)
+		r.Handle("/metrics", d.Metrics.Handler()).Methods(http.MethodGet)
 	}
 	return r
 }

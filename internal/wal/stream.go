@@ -211,6 +211,11 @@ func (s *stream) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	rows := 0
+	for _, t := range prepared[:done] {
+		rows += len(t.Events)
+	}
+	w.cfg.Metrics.ObserveBatch(done, rows, time.Since(started))
 	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", done,
 		"prepare", preparedAt.Sub(started), "materialize", materializedAt.Sub(preparedAt), "acknowledge", time.Since(materializedAt))
 	sqlstate := ""

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/metrics"
 )
 
 // Step names a point between the worker's durable steps, where tests stop it.
@@ -41,6 +43,9 @@ type Config struct {
 	IdleAckInterval   time.Duration // how often an idle stream acknowledges the flush position
 	HeartbeatInterval time.Duration
 	RetryInterval     time.Duration // pause before a new session after a failure or while blocked
+
+	// Metrics, when set, records every materialized batch.
+	Metrics *metrics.Metrics
 
 	// AfterStep, when set, runs after each step; an error stops the worker there
 	// at once, as a crash would (tests use it).

@@ -1,0 +1,146 @@
+// Package metrics exports Synchro's Prometheus metrics: capture lag and poison
+// state read from the database at scrape time, the worker's batches, and HTTP
+// requests per route and status. Every method is safe on a nil *Metrics.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the collectors of one synchrod process.
+type Metrics struct {
+	registry      *prometheus.Registry
+	transactions  prometheus.Counter
+	rows          prometheus.Counter
+	batchSize     prometheus.Histogram
+	batchDuration prometheus.Histogram
+	httpRequests  *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+}
+
+// New registers every collector; capture lag and poison state are read from
+// pool at each scrape.
+func New(pool *pgxpool.Pool) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		transactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "synchro_materialized_transactions_total", Help: "Source transactions materialized by this process's worker."}),
+		rows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "synchro_materialized_rows_total", Help: "Applicable row events materialized by this process's worker."}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "synchro_batch_transactions", Help: "Source transactions per materialization batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "synchro_batch_duration_seconds", Help: "Time to prepare, materialize and acknowledge one batch.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "synchro_http_requests_total", Help: "HTTP requests by route and status."}, []string{"route", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "synchro_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: prometheus.DefBuckets}, []string{"route"}),
+	}
+	m.registry.MustRegister(m.transactions, m.rows, m.batchSize, m.batchDuration, m.httpRequests, m.httpDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&captureCollector{pool: pool})
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// ObserveBatch records one materialized batch.
+func (m *Metrics) ObserveBatch(transactions, rows int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.transactions.Add(float64(transactions))
+	m.rows.Add(float64(rows))
+	m.batchSize.Observe(float64(transactions))
+	m.batchDuration.Observe(d.Seconds())
+}
+
+// Middleware counts requests and their latency per route template and status.
+func (m *Metrics) Middleware(next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route := "unmatched"
+		if cur := mux.CurrentRoute(r); cur != nil {
+			if tpl, err := cur.GetPathTemplate(); err == nil {
+				route = tpl
+			}
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		start := time.Now()
+		next.ServeHTTP(rec, r)
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
+		m.httpDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// captureCollector reads capture lag and poison state from the database.
+type captureCollector struct {
+	pool *pgxpool.Pool
+}
+
+var (
+	lagBytesDesc = prometheus.NewDesc("synchro_capture_lag_bytes",
+		"WAL bytes between the current flush position and the slot's acknowledged position.", nil, nil)
+	lagSecondsDesc = prometheus.NewDesc("synchro_capture_lag_seconds",
+		"Seconds since progress last moved while WAL waits to be acknowledged (0 when caught up).", nil, nil)
+	poisonDesc = prometheus.NewDesc("synchro_poison_transactions",
+		"Blocking poison transactions of the active stream.", nil, nil)
+	upDesc = prometheus.NewDesc("synchro_capture_state_up",
+		"1 when capture state could be read from the database.", nil, nil)
+)
+
+func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- lagBytesDesc
+	ch <- lagSecondsDesc
+	ch <- poisonDesc
+	ch <- upDesc
+}
+
+func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var lagBytes, lagSeconds, poison float64
+	err := c.pool.QueryRow(ctx, `
+		SELECT coalesce(pg_current_wal_flush_lsn() - s.confirmed_flush_lsn, 0)::float8,
+		       CASE WHEN s.confirmed_flush_lsn >= pg_current_wal_flush_lsn() THEN 0
+		            ELSE extract(epoch FROM now() - p.updated_at) END::float8,
+		       (SELECT count(*) FROM synchro.poison_txn WHERE resolved_at IS NULL)::float8
+		FROM synchro.progress p
+		LEFT JOIN pg_replication_slots s ON s.slot_name = p.slot_name AND s.database = current_database()`).
+		Scan(&lagBytes, &lagSeconds, &poison)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, lagBytes)
+	ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, lagSeconds)
+	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, poison)
+}
