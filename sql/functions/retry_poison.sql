@@ -4,6 +4,8 @@
 CREATE OR REPLACE FUNCTION synchro.retry_poison(id bigint)
 RETURNS boolean
 LANGUAGE sql
+-- Definer: the operator role may request a retry without rights on the table.
+SECURITY DEFINER
 SET search_path = pg_catalog
 AS $$
     UPDATE synchro.poison_txn SET retry_requested_at = now()

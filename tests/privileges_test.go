@@ -1,0 +1,56 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/synchro-sync/synchro/internal/testdb"
+)
+
+// asRole runs sql inside a transaction as role and returns its error.
+func asRole(t *testing.T, d *testdb.DB, role, sql string) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+role); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, sql)
+	return err
+}
+
+func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY)`)
+	operatorOnly := []string{
+		`SELECT synchro.retry_poison(1)`,
+		`SELECT * FROM synchro.poison`,
+	}
+	for _, sql := range operatorOnly {
+		if err := asRole(t, d, "synchro_service", sql); sqlState(err) != "42501" {
+			t.Errorf("service role ran %q: %v", sql, err)
+		}
+		if err := asRole(t, d, "synchro_operator", sql); err != nil {
+			t.Errorf("operator role cannot run %q: %v", sql, err)
+		}
+	}
+	// Registration, worker and materialization functions are callable by neither.
+	for _, sql := range []string{
+		`SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"s"}')`,
+		`SELECT synchro.register_dependency('app.docs')`,
+		`SELECT synchro.materialize_transaction('[]')`,
+		`SELECT synchro.record_acknowledgement('0/0')`,
+		`SELECT synchro.quarantine('0/1', '0/2', 1, 'decode_error', NULL, NULL)`,
+	} {
+		for _, role := range []string{"synchro_service", "synchro_operator"} {
+			if err := asRole(t, d, role, sql); sqlState(err) != "42501" {
+				t.Errorf("%s ran %q: %v", role, sql, err)
+			}
+		}
+	}
+}
