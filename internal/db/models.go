@@ -138,7 +138,7 @@ type SynchroRowHead struct {
 	Key        string        `json:"key"`
 	Version    string        `json:"version"`
 	FenceXid   pgtype.Uint64 `json:"fence_xid"`
-	FenceCid   pgtype.Uint32 `json:"fence_cid"`
+	FenceCtid  pgtype.TID    `json:"fence_ctid"`
 }
 
 type SynchroRowVersion struct {

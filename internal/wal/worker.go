@@ -121,6 +121,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	go w.heartbeat(hbCtx)
+	lastBlock := ""
 	for {
 		err := w.session(ctx)
 		switch {
@@ -129,6 +130,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		case errors.Is(err, ErrStopped):
 			return err
 		case errors.Is(err, errBlocked):
+			if w.getState() != "blocked" || err.Error() != lastBlock {
+				w.cfg.Log.Error("capture blocked", "worker", w.cfg.WorkerID, "reason", err.Error())
+			}
+			lastBlock = err.Error()
 			w.setState("blocked")
 		case errors.Is(err, errStandby):
 			w.setState("standby")
@@ -189,7 +194,6 @@ func (w *Worker) session(ctx context.Context) error {
 		return errStandby
 	}
 	defer lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('synchro.worker'))`) //nolint:errcheck
-	w.setState("starting")
 
 	repl, err := w.replicationConn(ctx)
 	if err != nil {

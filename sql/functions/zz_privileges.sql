@@ -5,3 +5,4 @@
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA synchro FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION synchro.retry_poison(bigint) TO synchro_operator;
 GRANT SELECT ON synchro.poison TO synchro_operator;
+GRANT EXECUTE ON FUNCTION synchro.stream_status() TO synchro_operator;
