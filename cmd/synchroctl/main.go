@@ -24,7 +24,6 @@ var commands = map[string]command{
 	"migrate":  {"apply migrations and the function bundle (idempotent)", runMigrate},
 	"registry": {"registry list: the registered relations", runRegistry},
 	"poison":   {"poison list | show ID | retry ID: blocking poison transactions", runPoison},
-
 }
 
 func main() {
