@@ -193,6 +193,9 @@ func (w *Worker) session(ctx context.Context) error {
 	if !locked {
 		return errStandby
 	}
+	if prev := w.getState(); prev != "blocked" && prev != "retrying" {
+		w.cfg.Log.Info("worker role acquired", "worker", w.cfg.WorkerID, "previous_state", prev)
+	}
 	defer lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('synchro.worker'))`) //nolint:errcheck
 
 	repl, err := w.replicationConn(ctx)
