@@ -98,7 +98,7 @@ func requireBlockedAt(t *testing.T, d *testdb.DB, slot, commitLSN string, later 
 
 // requireRedacted asserts that neither the poison record, nor the operator
 // view, nor the worker log holds a row value.
-func requireRedacted(t *testing.T, d *testdb.DB, log *logBuffer) {
+func requireRedacted(t *testing.T, d *testdb.DB, log *lockedBuffer) {
 	t.Helper()
 	for _, q := range []string{`SELECT coalesce(string_agg(p::text, ' '), '') FROM synchro.poison_txn p`,
 		`SELECT coalesce(string_agg(p::text, ' '), '') FROM synchro.poison p`} {

@@ -1,14 +1,12 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -357,27 +355,9 @@ func requireDigests(t *testing.T, d *testdb.DB) {
 	}
 }
 
-// logBuffer collects a worker's log output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // logTo makes cfg log (debug and up) into a new buffer.
-func logTo(cfg *wal.Config) *logBuffer {
-	b := &logBuffer{}
+func logTo(cfg *wal.Config) *lockedBuffer {
+	b := &lockedBuffer{}
 	cfg.Log = slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return b
 }
