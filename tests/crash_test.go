@@ -263,8 +263,7 @@ func requireRefusedAtStartup(t *testing.T, d *testdb.DB, pending committed) {
 func TestStartupRefusesSlotAfterProcessedBoundary(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
-		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}')`)
+	sharedDocs(t, d)
 	cfg := workerConfig(d, "w1")
 	w := startStreaming(t, d, cfg)
 	commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'x')`)
@@ -285,8 +284,7 @@ func TestStartupRefusesSlotAfterProcessedBoundary(t *testing.T) {
 func TestStartupRefusesSlotBeforeGenerationStart(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
-		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}')`)
+	sharedDocs(t, d)
 	cfg := workerConfig(d, "w1")
 	w := startStreaming(t, d, cfg)
 	w.stop(t)
@@ -307,9 +305,8 @@ func TestStartupRefusesSlotBeforeGenerationStart(t *testing.T) {
 func TestStartupAdvancesSlotToAcknowledgement(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
-		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}');
-		CREATE TABLE app.hidden (id int PRIMARY KEY)`)
+	sharedDocs(t, d)
+	d.Exec(t, `CREATE TABLE app.hidden (id int PRIMARY KEY)`)
 	cfg := workerConfig(d, "w1")
 	w := startStreaming(t, d, cfg)
 	commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'x')`)
@@ -346,8 +343,7 @@ func TestStartupAdvancesSlotToAcknowledgement(t *testing.T) {
 func TestSecondWorkerStandsBy(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
-		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}')`)
+	sharedDocs(t, d)
 	cfg := workerConfig(d, "first")
 	first := startStreaming(t, d, cfg)
 	waitState(t, d, "first", "streaming")

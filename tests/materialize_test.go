@@ -492,8 +492,7 @@ func TestMaterializationIsDeterministic(t *testing.T) {
 func TestWorkerHeartbeat(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
-		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}')`)
+	sharedDocs(t, d)
 	startStreaming(t, d, workerConfig(d, "hb-1"))
 	waitState(t, d, "hb-1", "streaming")
 	for i := 0; i < 5; i++ {

@@ -478,8 +478,7 @@ func TestRegisteredColumnDriftBlocksStream(t *testing.T) {
 func TestIdleAcknowledgementPastOpenTransaction(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
-		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}')`)
+	sharedDocs(t, d)
 	cfg := workerConfig(d, "w1")
 	w := startStreaming(t, d, cfg)
 	ctx := context.Background()

@@ -407,3 +407,11 @@ func requireEffects(t *testing.T, what string, got, want []effect) {
 		}
 	}
 }
+
+// sharedDocs creates app.docs(id int, v text) registered with one shared scope
+// "all", the schema most worker tests need.
+func sharedDocs(t *testing.T, d *testdb.DB) {
+	t.Helper()
+	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
+		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}')`)
+}
