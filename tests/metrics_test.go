@@ -62,10 +62,13 @@ func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 		t.Fatalf("healthz: %v", err)
 	}
 
-	body := scrape(t, srv.URL)
-	if got := metricValue(t, body, "synchro_materialized_transactions_total"); got < 2 {
-		t.Fatalf("materialized transactions %v, want >= 2", got)
-	}
+	// The worker counts a batch after acknowledging it, a moment after the
+	// database shows it materialized.
+	var body string
+	waitFor(t, "batch metrics", 30*time.Second, func() (bool, error) {
+		body = scrape(t, srv.URL)
+		return metricValue(t, body, "synchro_materialized_transactions_total") >= 2, nil
+	})
 	if got := metricValue(t, body, "synchro_materialized_rows_total"); got < 8 {
 		t.Fatalf("materialized rows %v, want >= 8", got)
 	}

@@ -24,6 +24,7 @@ var commands = map[string]command{
 	"migrate":  {"apply migrations and the function bundle (idempotent)", runMigrate},
 	"registry": {"registry list: the registered relations", runRegistry},
 	"poison":   {"poison list | show ID | retry ID: blocking poison transactions", runPoison},
+	"status":   {"readiness checks, stream positions, lag, workers and poison", runStatus},
 }
 
 func main() {

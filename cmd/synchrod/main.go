@@ -50,11 +50,18 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	workerID := fs.String("worker-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker identity in heartbeats (env SYNCHRO_WORKER_ID)")
 	heartbeat := fs.Duration("heartbeat-interval", time.Second, "worker heartbeat interval (env SYNCHRO_HEARTBEAT_INTERVAL)")
+	maxHeartbeatAge := fs.Duration("max-heartbeat-age", 10*time.Second, "readiness: oldest fresh worker heartbeat (env SYNCHRO_MAX_HEARTBEAT_AGE)")
+	maxWALLag := fs.Int64("max-wal-lag-bytes", 1<<30, "readiness: largest WAL lag of the slot in bytes (env SYNCHRO_MAX_WAL_LAG_BYTES)")
+	maxCommitLag := fs.Duration("max-commit-lag", 60*time.Second, "readiness: largest capture commit lag (env SYNCHRO_MAX_COMMIT_LAG)")
 	if err := config.Parse(fs, args, config.Merge(config.CommonEnv, map[string]string{
 		"listen": "SYNCHRO_LISTEN", "worker": "SYNCHRO_WORKER", "worker-id": "SYNCHRO_WORKER_ID",
-		"heartbeat-interval": "SYNCHRO_HEARTBEAT_INTERVAL",
+		"heartbeat-interval": "SYNCHRO_HEARTBEAT_INTERVAL", "max-heartbeat-age": "SYNCHRO_MAX_HEARTBEAT_AGE",
+		"max-wal-lag-bytes": "SYNCHRO_MAX_WAL_LAG_BYTES", "max-commit-lag": "SYNCHRO_MAX_COMMIT_LAG",
 	})); err != nil {
 		return err
+	}
+	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
+		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
 	}
 	if err := common.Validate(); err != nil {
 		return err
@@ -67,6 +74,12 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	defer pool.Close()
 	if err := migrate.Check(ctx, pool); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
+	}
+	// Readiness limits of this database (synchro.readiness); the last synchrod to start sets them.
+	if _, err := pool.Exec(ctx, `SELECT synchro.configure_readiness($1::bigint * interval '1 microsecond', $2::bigint,
+		$3::bigint * interval '1 microsecond', current_database())`,
+		maxHeartbeatAge.Microseconds(), *maxWALLag, maxCommitLag.Microseconds()); err != nil {
+		return fmt.Errorf("configure readiness: %w", err)
 	}
 
 	m := metrics.New(pool)

@@ -112,6 +112,12 @@ type SynchroProjection struct {
 	Image      []byte `json:"image"`
 }
 
+type SynchroReadiness struct {
+	Check  string `json:"check"`
+	Ok     bool   `json:"ok"`
+	Reason string `json:"reason"`
+}
+
 type SynchroRegistryGeneration struct {
 	Generation  int64              `json:"generation"`
 	Reason      string             `json:"reason"`
@@ -166,8 +172,12 @@ type SynchroScopeDigest struct {
 }
 
 type SynchroSetting struct {
-	Singleton       bool   `json:"singleton"`
-	PublicationName string `json:"publication_name"`
+	Singleton        bool            `json:"singleton"`
+	PublicationName  string          `json:"publication_name"`
+	HeartbeatMaxAge  pgtype.Interval `json:"heartbeat_max_age"`
+	WalLagLimitBytes pgtype.Int8     `json:"wal_lag_limit_bytes"`
+	CommitLagLimit   pgtype.Interval `json:"commit_lag_limit"`
+	WorkerDatabase   pgtype.Text     `json:"worker_database"`
 }
 
 type SynchroSyncedRow struct {

@@ -24,6 +24,7 @@ func NewRouter(d Deps) http.Handler {
 	r := mux.NewRouter()
 	r.Use(d.Metrics.Middleware)
 	r.HandleFunc("/healthz", healthz).Methods(http.MethodGet)
+	r.HandleFunc("/readyz", readyz(d.Pool)).Methods(http.MethodGet)
 	if d.Metrics != nil {
 		r.Handle("/metrics", d.Metrics.Handler()).Methods(http.MethodGet)
 	}

@@ -6,3 +6,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA synchro FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION synchro.retry_poison(bigint) TO synchro_operator;
 GRANT SELECT ON synchro.poison TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.stream_status() TO synchro_operator;
+GRANT SELECT ON synchro.readiness TO synchro_operator;
+-- The view calls it with the reader's privileges; it reads the tables as definer.
+GRANT EXECUTE ON FUNCTION synchro.evaluate_readiness() TO synchro_operator;
+GRANT EXECUTE ON FUNCTION synchro.is_ready() TO synchro_operator;
+GRANT EXECUTE ON FUNCTION synchro.configure_readiness(interval, bigint, interval, name) TO synchro_operator;

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/synchro-sync/synchro/internal/db"
+)
+
+// statusReport is what `synchroctl status` shows (and prints with --json).
+type statusReport struct {
+	Ready     bool                   `json:"ready"`
+	Readiness []db.SynchroReadiness  `json:"readiness"`
+	Stream    *db.GetStreamStatusRow `json:"stream"`
+	Workers   []db.ListWorkersRow    `json:"workers"`
+	Poison    []db.ListPoisonRow     `json:"poison"`
+}
+
+func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
+	c, pool, err := parseDBCommand(ctx, "status", args)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	q := db.New(pool)
+	var r statusReport
+	if r.Readiness, err = q.ListReadiness(ctx); err != nil {
+		return err
+	}
+	r.Ready = len(r.Readiness) > 0
+	for _, chk := range r.Readiness {
+		r.Ready = r.Ready && chk.Ok
+	}
+	stream, err := q.GetStreamStatus(ctx)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return err
+	default:
+		r.Stream = &stream
+	}
+	if r.Workers, err = q.ListWorkers(ctx); err != nil {
+		return err
+	}
+	if r.Poison, err = q.ListPoison(ctx); err != nil {
+		return err
+	}
+	if c.json {
+		return c.output(out, r, nil, nil)
+	}
+
+	fmt.Fprintf(out, "READY: %s\n\n", map[bool]string{true: "yes", false: "NO"}[r.Ready])
+	rows := make([][]string, 0, len(r.Readiness))
+	for _, chk := range r.Readiness {
+		rows = append(rows, []string{chk.Check, map[bool]string{true: "ok", false: "FAIL"}[chk.Ok], chk.Reason})
+	}
+	if err := printTable(out, []string{"check", "status", "reason"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if r.Stream == nil {
+		fmt.Fprintln(out, "STREAM: none started (no worker has run against this database)")
+	} else {
+		s := r.Stream
+		lag := "unknown (slot missing)"
+		if s.WalLagBytes >= 0 {
+			lag = fmt.Sprintf("%d bytes", s.WalLagBytes)
+		}
+		if err := printTable(out, []string{"stream", "value"}, [][]string{
+			{"generation", s.StreamGeneration},
+			{"slot", s.SlotName + " (confirmed_flush " + orDash(true, s.SlotConfirmedFlush) + ")"},
+			{"generation_start", s.GenerationStart},
+			{"materialized", "commit " + orDash(true, s.MaterializedCommit) + ", end " + orDash(true, s.MaterializedEnd)},
+			{"processed", s.ProcessedEnd},
+			{"acknowledged", s.AcknowledgedEnd},
+			{"registry_generation", fmt.Sprint(s.RegistryGeneration)},
+			{"wal_lag", lag},
+		}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out)
+	rows = rows[:0]
+	for _, w := range r.Workers {
+		rows = append(rows, []string{w.WorkerID, w.State, w.DatabaseName, fmt.Sprintf("%.1fs", w.AgeSeconds), orDash(true, w.MaterializedEnd)})
+	}
+	if err := printTable(out, []string{"worker", "state", "database", "heartbeat_age", "materialized_end"}, rows); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "\nPOISON: %d blocking transaction(s)%s\n", len(r.Poison),
+		map[bool]string{true: " (synchroctl poison list)", false: ""}[len(r.Poison) > 0])
+	return err
+}

@@ -1,0 +1,2 @@
+-- name: ListReadiness :many
+SELECT "check", ok, reason FROM synchro.readiness;

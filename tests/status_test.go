@@ -1,0 +1,62 @@
+package tests
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synchro-sync/synchro/internal/testdb"
+)
+
+func TestSynchroctlStatus(t *testing.T) {
+	t.Parallel()
+	ctl := filepath.Join(buildCommands(t), "synchroctl")
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	d.Exec(t, `SELECT synchro.configure_readiness('10 seconds', 1073741824, '60 seconds', current_database())`)
+	startStreaming(t, d, workerConfig(d, "status-w"))
+	d.Exec(t, `INSERT INTO app.docs VALUES (1, 'a')`)
+	waitMaterialized(t, d)
+
+	var out string
+	waitFor(t, "status READY: yes", 30*time.Second, func() (bool, error) {
+		out = runOK(t, ctl, "status", "--database-url", d.URL)
+		return strings.HasPrefix(out, "READY: yes"), nil
+	})
+	for _, want := range []string{"CHECK", "worker_database", "STREAM", "generation_start", "acknowledged",
+		"WORKER", "status-w", "streaming", "POISON: 0 blocking"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status output lacks %q:\n%s", want, out)
+		}
+	}
+
+	var report struct {
+		Ready     bool `json:"ready"`
+		Readiness []struct {
+			Check string `json:"check"`
+			Ok    bool   `json:"ok"`
+		} `json:"readiness"`
+		Stream *struct {
+			SlotName string `json:"slot_name"`
+		} `json:"stream"`
+	}
+	if err := json.Unmarshal([]byte(runOK(t, ctl, "status", "--json", "--database-url", d.URL)), &report); err != nil {
+		t.Fatal(err)
+	}
+	if !report.Ready || len(report.Readiness) < 10 || report.Stream == nil || report.Stream.SlotName == "" {
+		t.Fatalf("json status: %+v", report)
+	}
+
+	// A poison transaction makes it not ready and is counted.
+	d.Exec(t, `ALTER TABLE app.docs DISABLE TRIGGER synchro_fence; INSERT INTO app.docs VALUES (2, 'b')`)
+	waitFor(t, "status shows the poison", 30*time.Second, func() (bool, error) {
+		out = runOK(t, ctl, "status", "--database-url", d.URL)
+		return strings.Contains(out, "POISON: 1 blocking"), nil
+	})
+	if !strings.HasPrefix(out, "READY: NO") {
+		t.Fatalf("status with poison:\n%s", out)
+	}
+	t.Logf("synchroctl status:\n%s", out)
+}
