@@ -191,9 +191,19 @@ func TestPartitionRowMoveIsRejected(t *testing.T) {
 	d.Exec(t, `INSERT INTO app.events VALUES (5, 'low'), (1500, 'high')`)
 	requireState(t, d.ExecErr(`UPDATE app.events SET id = 1005 WHERE id = 5`), "0A000", "primary key change")
 
+	// A later BEFORE UPDATE trigger that moves the row to another partition: the
+	// move runs as a delete and an insert, and the guard refuses the delete.
+	d.Exec(t, `CREATE FUNCTION app.rekey() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.body = 'move' THEN NEW.id := NEW.id + 1000; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER zz_rekey BEFORE UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION app.rekey()`)
+	requireState(t, d.ExecErr(`UPDATE app.events SET body = 'move' WHERE id = 5`), "0A000", "another partition")
+	// Ordinary updates and deletes of partitioned rows still work.
+	d.Exec(t, `UPDATE app.events SET body = 'still low' WHERE id = 5`)
+	d.Exec(t, `BEGIN; UPDATE app.events SET body = 'x' WHERE id = 1500; DELETE FROM app.events WHERE id = 1500; COMMIT`)
+
 	txns := d.Decode(t, slot)
-	if len(txns) != 1 {
-		t.Fatalf("want 1 transaction, got %d", len(txns))
+	if len(txns) != 3 {
+		t.Fatalf("want 3 transactions, got %d", len(txns))
 	}
 	// Partitions are published as their registered root.
 	for _, ev := range txns[0].Rows {

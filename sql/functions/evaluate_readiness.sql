@@ -141,7 +141,8 @@ BEGIN
                          WHERE t.relid::oid <> r.relation_oid) pt
                    JOIN pg_class pc ON pc.oid = pt.relid
                    JOIN pg_namespace pn ON pn.oid = pc.relnamespace
-                   JOIN (VALUES ('synchro_key_guard', 'key_guard', 19::int2, true, ARRAY[r.key_column::text]),
+                   JOIN (VALUES ('synchro_key_guard', 'key_guard', 27::int2, true,
+                                 ARRAY[r.key_column::text, CASE WHEN rc.relkind = 'p' THEN 'partitioned' ELSE '' END]),
                                 ('synchro_fence', 'fence', 29::int2, true,
                                  ARRAY[r.relation_id::text, r.registration_kind, r.schema_name::text, r.relation_name::text,
                                        r.relation_oid::text, r.key_column::text, coalesce(st.table_id::text, '')]),
@@ -160,6 +161,7 @@ BEGIN
                END AS problem
         FROM synchro.relation r
         LEFT JOIN synchro.synced_table st ON st.relation_id = r.relation_id
+        LEFT JOIN pg_class rc ON rc.oid = r.relation_oid
     ),
     pub AS (
         SELECT p.oid AS pub_oid, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, p.pubviaroot

@@ -13,12 +13,14 @@ DECLARE
     qname text;
     pub name;
 BEGIN
-    SELECT rr.*, t.table_id INTO r
-    FROM synchro.relation rr LEFT JOIN synchro.synced_table t ON t.relation_id = rr.relation_id
+    SELECT rr.*, t.table_id, c.relkind INTO r
+    FROM synchro.relation rr
+    LEFT JOIN synchro.synced_table t ON t.relation_id = rr.relation_id
+    JOIN pg_class c ON c.oid = rr.relation_oid
     WHERE rr.relation_id = rid;
     qname := synchro.qualified_name(r.relation_oid);
-    EXECUTE format('CREATE TRIGGER synchro_key_guard BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION synchro.key_guard(%L)',
-                   qname, r.key_column);
+    EXECUTE format('CREATE TRIGGER synchro_key_guard BEFORE UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION synchro.key_guard(%L, %L)',
+                   qname, r.key_column, CASE WHEN r.relkind = 'p' THEN 'partitioned' ELSE '' END);
     EXECUTE format('CREATE TRIGGER synchro_fence AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW '
                    'EXECUTE FUNCTION synchro.fence(%L, %L, %L, %L, %L, %L, %L)',
                    qname, r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid,

@@ -1,19 +1,36 @@
--- synchro.key_guard: BEFORE UPDATE row trigger of every registered relation
--- (argument: the key column). Side-effect free; rejects any change of the
--- primary-key value with SQLSTATE 0A000. A partition row move changes the key and
--- is rejected here too. The fence re-checks, because a later BEFORE trigger can
--- change the key after this guard ran.
+-- synchro.key_guard: BEFORE UPDATE OR DELETE row trigger of every registered
+-- relation (arguments: the key column; 'partitioned' for a partitioned table).
+-- Rejects, with SQLSTATE 0A000 and no other effect:
+--   * an UPDATE that changes the primary-key value (the fence re-checks, because
+--     a later BEFORE trigger can change the key after this guard ran);
+--   * a partition row move. PostgreSQL runs a move as BEFORE UPDATE then BEFORE
+--     DELETE of the same tuple on the source partition, so on a partitioned table
+--     the UPDATE branch notes the tuple in the transaction-local setting
+--     synchro.updating and the DELETE branch refuses a delete of that tuple. (A
+--     move whose key a later BEFORE trigger changed arrives here that way too.)
 CREATE OR REPLACE FUNCTION synchro.key_guard()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
 BEGIN
-    IF to_jsonb(OLD) -> TG_ARGV[0] IS DISTINCT FROM to_jsonb(NEW) -> TG_ARGV[0] THEN
-        RAISE EXCEPTION 'synchro: primary key change of registered relation %.% is not supported; delete and insert instead',
+    IF TG_OP = 'UPDATE' THEN
+        IF to_jsonb(OLD) -> TG_ARGV[0] IS DISTINCT FROM to_jsonb(NEW) -> TG_ARGV[0] THEN
+            RAISE EXCEPTION 'synchro: primary key change of registered relation %.% is not supported; delete and insert instead',
+                TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
+        IF TG_ARGV[1] = 'partitioned' THEN
+            PERFORM set_config('synchro.updating', TG_RELID::text || ':' || OLD.ctid::text, true);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_ARGV[1] = 'partitioned'
+       AND current_setting('synchro.updating', true) = TG_RELID::text || ':' || OLD.ctid::text THEN
+        RAISE EXCEPTION 'synchro: moving a row of registered relation %.% to another partition changes its key; delete and insert instead',
             TG_TABLE_SCHEMA, TG_TABLE_NAME
             USING ERRCODE = 'feature_not_supported';
     END IF;
-    RETURN NEW;
+    RETURN OLD;
 END
 $$;
