@@ -1,24 +1,31 @@
 -- synchro.render_template: a scope template such as "user:{owner_id}" rendered over
 -- a projected row image; NULL when any placeholder's value is NULL or missing, so
--- that such a row belongs to no scope through this template.
+-- that such a row belongs to no scope through this template. Templates are
+-- validated at registration ({column} placeholders, no stray braces).
 CREATE OR REPLACE FUNCTION synchro.render_template(template text, image jsonb)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog
 AS $$
 DECLARE
-    literals text[] := regexp_split_to_array(template, '\{[^{}]+\}');
-    names text[] := ARRAY(SELECT m[1] FROM regexp_matches(template, '\{([^{}]+)\}', 'g') m);
-    result text := literals[1];
+    rest text := template;
+    result text := '';
+    open_at integer;
+    close_at integer;
     val text;
 BEGIN
-    FOR i IN 1 .. coalesce(cardinality(names), 0) LOOP
-        val := image ->> names[i];
+    LOOP
+        open_at := strpos(rest, '{');
+        IF open_at = 0 THEN
+            RETURN result || rest;
+        END IF;
+        close_at := strpos(rest, '}');
+        val := image ->> substr(rest, open_at + 1, close_at - open_at - 1);
         IF val IS NULL THEN
             RETURN NULL;
         END IF;
-        result := result || val || literals[i + 1];
+        result := result || left(rest, open_at - 1) || val;
+        rest := substr(rest, close_at + 1);
     END LOOP;
-    RETURN result;
 END
 $$;

@@ -1,16 +1,15 @@
 -- synchro.scopes_of: the scopes a synced row with the given projected image belongs
--- to under its table's rule, evaluated over projections only (never live rows).
-CREATE OR REPLACE FUNCTION synchro.scopes_of(tid integer, key text, image jsonb)
+-- to under its table's (normalized) scope rule, evaluated over projections only
+-- (never live rows).
+CREATE OR REPLACE FUNCTION synchro.scopes_of(rule jsonb, key text, image jsonb)
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog
 AS $$
 DECLARE
-    rule jsonb;
     cur jsonb := image;
     hop jsonb;
 BEGIN
-    SELECT t.scope_rule INTO rule FROM synchro.synced_table t WHERE t.table_id = tid;
     CASE rule ->> 'kind'
     WHEN 'shared' THEN
         RETURN NEXT rule ->> 'scope';
@@ -37,7 +36,7 @@ BEGIN
         RETURN QUERY EXECUTE format('SELECT DISTINCT s::text FROM (%s) AS membership(s) WHERE s IS NOT NULL', rule ->> 'membership')
             USING image;
     ELSE
-        RAISE EXCEPTION 'synchro: table % has no valid scope rule', tid USING ERRCODE = 'data_corrupted';
+        RAISE EXCEPTION 'synchro: invalid scope rule kind %', rule ->> 'kind' USING ERRCODE = 'data_corrupted';
     END CASE;
 END
 $$;
