@@ -248,19 +248,7 @@ func TestMaterializeMembersRule(t *testing.T) {
 	docs := tableID(t, d, "docs")
 	startStreaming(t, d, workerConfig(d, "w1"))
 
-	step := func(sql string, want ...effect) {
-		t.Helper()
-		c := commitTxn(t, d, sql)
-		waitMaterialized(t, d)
-		commitLSN, _, _, _ := ledgerOf(t, d, c)
-		for i := range want {
-			want[i].tableID = docs
-			if want[i].op == "upsert" {
-				want[i].version = rowVersion(t, d, "app.docs", want[i].key)
-			}
-		}
-		requireEffects(t, sql, effects(t, d, commitLSN), want)
-	}
+	step := docsStep(t, d, docs)
 	step(`INSERT INTO app.docs VALUES (1, 'a'), (2, 'b')`) // in no scope yet
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.synced_row`); n != 2 {
 		t.Fatalf("%d synced rows, want 2", n)
@@ -723,19 +711,7 @@ func TestMaterializeSQLRuleImpacts(t *testing.T) {
 			"impacts":{"app.acl":"SELECT d.key FROM synchro.projected(''app.docs'') d WHERE d.image->>''acl_id'' = $1->>''id''"}}')`)
 	docs := tableID(t, d, "docs")
 	startStreaming(t, d, workerConfig(d, "w1"))
-	step := func(sql string, want ...effect) {
-		t.Helper()
-		c := commitTxn(t, d, sql)
-		waitMaterialized(t, d)
-		commitLSN, _, _, _ := ledgerOf(t, d, c)
-		for i := range want {
-			want[i].tableID = docs
-			if want[i].op == "upsert" {
-				want[i].version = rowVersion(t, d, "app.docs", want[i].key)
-			}
-		}
-		requireEffects(t, sql, effects(t, d, commitLSN), want)
-	}
+	step := docsStep(t, d, docs)
 	step(`INSERT INTO app.acl VALUES (1, 'red'), (2, 'blue')`)
 	step(`INSERT INTO app.docs VALUES (10, 1, 'a'), (2, 1, 'b'), (3, 2, 'c')`,
 		effect{scope: "team:blue", event: 2, key: "3", op: "upsert"},
@@ -755,4 +731,23 @@ func TestMaterializeSQLRuleImpacts(t *testing.T) {
 		effect{scope: "team:green", event: 0, key: "2", op: "delete"})
 	requireEffectVersions(t, d)
 	requireDigests(t, d)
+}
+
+// docsStep returns a function that commits one transaction, waits until it is
+// materialized and requires exactly the given effects of app.docs (table id
+// docs) at its position; upserts carry the row's current version.
+func docsStep(t *testing.T, d *testdb.DB, docs int) func(sql string, want ...effect) {
+	return func(sql string, want ...effect) {
+		t.Helper()
+		c := commitTxn(t, d, sql)
+		waitMaterialized(t, d)
+		commitLSN, _, _, _ := ledgerOf(t, d, c)
+		for i := range want {
+			want[i].tableID = docs
+			if want[i].op == "upsert" {
+				want[i].version = rowVersion(t, d, "app.docs", want[i].key)
+			}
+		}
+		requireEffects(t, sql, effects(t, d, commitLSN), want)
+	}
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# with-cluster.sh CMD...: start a throwaway PostgreSQL cluster (wal_level=logical,
+# fsync off) in a temporary directory, export its URL as SYNCHRO_TEST_DATABASE_URL,
+# run CMD, then stop the cluster and remove it whatever CMD did.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dir=$(mktemp -d /tmp/synchro-pg.XXXXXX)
+chmod 755 "$dir"
+port=${SYNCHRO_TEST_PG_PORT:-$((56000 + RANDOM % 3000))}
+cleanup() {
+  scripts/pgcluster.sh stop "$dir/data" || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+SYNCHRO_TEST_DATABASE_URL=$(PGCLUSTER_FAST=1 scripts/pgcluster.sh start "$dir/data" "$port")
+export SYNCHRO_TEST_DATABASE_URL
+echo "throwaway cluster: $SYNCHRO_TEST_DATABASE_URL" >&2
+"$@"
