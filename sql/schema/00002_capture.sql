@@ -49,15 +49,12 @@ CREATE TABLE synchro.event_ledger (
     relation_id       bigint NOT NULL,
     op                text NOT NULL,
     key               text NOT NULL,
-    fence_id          uuid NOT NULL UNIQUE,
+    fence_id          uuid NOT NULL, -- at most once: materialization marks its fence materialized
     version           text NOT NULL,
     -- Written with its txn_ledger row in the same materialization (no FK: a
     -- per-row check would cost more than the rest of the row's ledger entry).
     PRIMARY KEY (stream_generation, commit_lsn, event_ordinal)
 );
-
--- Expression lookups of scope rules over projections (path and members rules).
--- Registration adds partial expression indexes for the columns rules follow.
 
 -- Immutable row versions of synced rows: the wire image (synced columns) and its
 -- checksum (uint32). A deletion keeps a version with a NULL image.
