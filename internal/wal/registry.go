@@ -22,12 +22,13 @@ type registration struct {
 // registry of generation g is every registration with Generation <= g.
 type registry struct {
 	byOID  map[uint32]registration
+	byRel  map[int64]registration
 	byName map[[2]string]registration
 	latest int64 // highest durable generation loaded
 }
 
 func loadRegistry(ctx context.Context, pool *pgxpool.Pool) (*registry, error) {
-	r := &registry{byOID: map[uint32]registration{}, byName: map[[2]string]registration{}}
+	r := &registry{byOID: map[uint32]registration{}, byRel: map[int64]registration{}, byName: map[[2]string]registration{}}
 	if err := pool.QueryRow(ctx, `SELECT max(generation) FROM synchro.registry_generation`).Scan(&r.latest); err != nil {
 		return nil, fmt.Errorf("load registry: %w", err)
 	}
@@ -53,6 +54,7 @@ func loadRegistry(ctx context.Context, pool *pgxpool.Pool) (*registry, error) {
 			reg.Columns[c] = true
 		}
 		r.byOID[reg.Relation.OID] = reg
+		r.byRel[reg.RelationID] = reg
 		r.byName[[2]string{reg.Relation.Schema, reg.Relation.Name}] = reg
 	}
 	return r, rows.Err()
@@ -97,10 +99,6 @@ func (r *registry) resolver(active int64, txn *capture.Txn, names map[uint32]cap
 
 // byID returns the registration of a relation id.
 func (r *registry) byID(id int64) (registration, bool) {
-	for _, reg := range r.byOID {
-		if reg.RelationID == id {
-			return reg, true
-		}
-	}
-	return registration{}, false
+	reg, ok := r.byRel[id]
+	return reg, ok
 }
