@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -51,7 +52,7 @@ func (s *stream) run(ctx context.Context) error {
 	}
 	s.asm = capture.NewAssembler()
 	err = pglogrepl.StartReplication(ctx, s.conn, w.cfg.Slot, s.ack, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", w.cfg.Publication), "messages 'true'"},
+		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", strings.ReplaceAll(w.cfg.Publication, "'", "''")), "messages 'true'"},
 	})
 	if err != nil {
 		return fmt.Errorf("start replication: %w", err)
