@@ -56,7 +56,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.BatchMaxTxns <= 0 {
-		c.BatchMaxTxns = 500
+		c.BatchMaxTxns = 2000
 	}
 	if c.BatchMaxDelay <= 0 {
 		c.BatchMaxDelay = 20 * time.Millisecond
