@@ -11,8 +11,9 @@
 --     materialized (every one must be recorded and not yet materialized);
 --   * the last image of each row is applied to the projections;
 --   * each changed synced row gets an immutable version (the fence's opaque
---     version, wire image = synced columns, row checksum); rows that rules reading
---     a changed relation point at are re-evaluated with their current version;
+--     version, wire image = synced columns, row checksum; the latest version is the
+--     current one); rows that rules reading a changed relation point at are
+--     re-evaluated with their current version;
 --   * membership edges open and close at the transaction's position; net pull
 --     effects are written per scope at (commit_lsn, event_ordinal, effect_ordinal),
 --     effect ordinals in (table_id, typed key, operation) order; each changed
@@ -111,7 +112,9 @@ BEGIN
     UPDATE synchro_seg_impact i
     SET image = (SELECT p.image FROM synchro.projection p JOIN synchro.synced_table t ON t.relation_id = p.relation_id
                  WHERE t.table_id = i.table_id AND p.key = i.key),
-        version = (SELECT s.version FROM synchro.synced_row s WHERE s.table_id = i.table_id AND s.key = i.key)
+        version = (SELECT CASE WHEN v.image IS NOT NULL THEN v.version END FROM synchro.row_version v
+                   WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
+                   ORDER BY v.commit_lsn DESC LIMIT 1)
     WHERE NOT i.own;
     DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
 
@@ -144,8 +147,9 @@ BEGIN
     FROM synchro_seg_impact i
     JOIN LATERAL (SELECT m.scope FROM synchro.membership m
                   WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL) m ON true
-    JOIN LATERAL (SELECT s.version, s.checksum FROM synchro.synced_row s
-                  WHERE s.table_id = i.table_id AND s.key = i.key) s ON true
+    JOIN LATERAL (SELECT v.version, v.checksum, v.image FROM synchro.row_version v
+                  WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
+                  ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
     WHERE i.prev_seq IS NULL
     UNION ALL
     SELECT i.seq, i.table_id, i.key, sc.scope, p.version, p.checksum
@@ -205,18 +209,5 @@ BEGIN
                        WHERE sd.stream_generation = gen AND sd.scope = d.scope
                        ORDER BY sd.commit_lsn DESC LIMIT 1) prev ON true
     WINDOW w AS (PARTITION BY d.scope ORDER BY d.seq);
-
-    -- The current version of each changed synced row.
-    DELETE FROM synchro.synced_row s
-    WHERE s.ctid = ANY (ARRAY(
-        SELECT (SELECT s2.ctid FROM synchro.synced_row s2 WHERE s2.table_id = i.table_id AND s2.key = i.key)
-        FROM (SELECT DISTINCT ON (i.table_id, i.key) i.* FROM synchro_seg_impact i WHERE i.own
-              ORDER BY i.table_id, i.key, i.seq DESC) i
-        WHERE i.image IS NULL));
-    INSERT INTO synchro.synced_row (table_id, key, version, checksum)
-    SELECT i.table_id, i.key, i.version, i.checksum
-    FROM (SELECT DISTINCT ON (i.table_id, i.key) i.* FROM synchro_seg_impact i WHERE i.own ORDER BY i.table_id, i.key, i.seq DESC) i
-    WHERE i.image IS NOT NULL
-    ON CONFLICT (table_id, key) DO UPDATE SET version = EXCLUDED.version, checksum = EXCLUDED.checksum;
 END
 $$;

@@ -11,3 +11,4 @@ GRANT SELECT ON synchro.readiness TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.evaluate_readiness() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.is_ready() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_readiness(interval, bigint, interval, name) TO synchro_operator;
+GRANT SELECT ON synchro.synced_row TO synchro_operator;

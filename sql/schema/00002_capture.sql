@@ -57,7 +57,8 @@ CREATE TABLE synchro.event_ledger (
 );
 
 -- Immutable row versions of synced rows: the wire image (synced columns) and its
--- checksum (uint32). A deletion keeps a version with a NULL image.
+-- checksum (uint32). A deletion keeps a version with a NULL image. A row's
+-- current version is its latest one (row_version_history, synchro.synced_row).
 CREATE TABLE synchro.row_version (
     version           text PRIMARY KEY,
     table_id          integer NOT NULL,
@@ -69,15 +70,6 @@ CREATE TABLE synchro.row_version (
     event_ordinal     integer NOT NULL
 );
 CREATE INDEX row_version_history ON synchro.row_version (table_id, key, commit_lsn);
-
--- The current version of each live synced row.
-CREATE TABLE synchro.synced_row (
-    table_id integer NOT NULL,
-    key      text NOT NULL,
-    version  text NOT NULL,
-    checksum bigint NOT NULL,
-    PRIMARY KEY (table_id, key)
-);
 
 -- Membership edges: row (table_id, key) is in scope during [from_lsn, to_lsn) of
 -- the stream (transaction-end points); to_lsn NULL means still a member.
@@ -151,5 +143,5 @@ CREATE TABLE synchro.worker_heartbeat (
 
 -- +goose Down
 DROP TABLE synchro.worker_heartbeat, synchro.poison_txn, synchro.scope_digest, synchro.effect,
-    synchro.membership, synchro.synced_row, synchro.row_version, synchro.event_ledger,
+    synchro.membership, synchro.row_version, synchro.event_ledger,
     synchro.txn_ledger, synchro.progress;
