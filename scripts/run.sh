@@ -20,5 +20,23 @@ if [ -z "${SYNCHRO_DATABASE_URL:-}" ]; then
   echo "local cluster: $SYNCHRO_DATABASE_URL (stop it with: make stop-db)" >&2
 fi
 
+# Without SYNCHRO_AUTH_MODE: jwt mode. Unless a JWT secret or key file is
+# configured, use a development HS256 secret kept in .synchro/dev-jwt-secret
+# (git-ignored, created once).
+if [ -z "${SYNCHRO_AUTH_MODE:-}" ]; then
+  export SYNCHRO_AUTH_MODE=jwt
+  if [ -z "${SYNCHRO_JWT_HS256_SECRET:-}" ] && [ -z "${SYNCHRO_JWT_PUBLIC_KEY_FILE:-}" ]; then
+    secret_file=.synchro/dev-jwt-secret
+    if [ ! -s "$secret_file" ]; then
+      (umask 077 && head -c 48 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$secret_file.tmp" &&
+        mv "$secret_file.tmp" "$secret_file")
+    fi
+    SYNCHRO_JWT_HS256_SECRET=$(cat "$secret_file")
+    export SYNCHRO_JWT_HS256_SECRET
+    echo "auth: jwt with the development secret in $secret_file" >&2
+    echo "dev token: SYNCHRO_JWT_HS256_SECRET=\$(cat $secret_file) .synchro/bin/synchroctl dev-token --user u1" >&2
+  fi
+fi
+
 .synchro/bin/synchroctl migrate
 exec .synchro/bin/synchrod

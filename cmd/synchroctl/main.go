@@ -25,6 +25,8 @@ var commands = map[string]command{
 	"registry": {"registry list: the registered relations", runRegistry},
 	"poison":   {"poison list | show ID | retry ID: blocking poison transactions", runPoison},
 	"status":   {"readiness checks, stream positions, lag, workers and poison", runStatus},
+
+	"dev-token": {"mint a development JWT (HS256) for a user", runDevToken},
 }
 
 func main() {

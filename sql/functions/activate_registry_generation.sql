@@ -1,12 +1,15 @@
 -- synchro.activate_registry_generation: emits the transactional logical message
 -- (prefix "synchro.registry") that marks where generation g activates in source
 -- order. Row events decoded before it use the prior generation, later ones use g
--- (ADR 001, "Registry activation and relation drift").
+-- (ADR 001, "Registry activation and relation drift"). It also records the
+-- schema manifest version the new registry gives clients.
 CREATE OR REPLACE FUNCTION synchro.activate_registry_generation(g bigint)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
-    SELECT NULL::void
-    FROM pg_logical_emit_message(true, 'synchro.registry', json_build_object('generation', g)::text)
+BEGIN
+    PERFORM pg_logical_emit_message(true, 'synchro.registry', json_build_object('generation', g)::text);
+    PERFORM synchro.current_schema();
+END
 $$;

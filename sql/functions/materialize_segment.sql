@@ -137,7 +137,7 @@ BEGIN
     SELECT i.seq, i.table_id, i.key, s
     FROM synchro_seg_impact i
     JOIN synchro.synced_table t ON t.table_id = i.table_id
-    CROSS JOIN LATERAL synchro.scopes_of(t.scope_rule, i.key, i.image) s
+    CROSS JOIN LATERAL synchro.scopes_of(t.scope_rule, i.key, i.image, false) s
     WHERE i.image IS NOT NULL;
 
     -- Scopes before each transaction: the open edges for a row's first change in the

@@ -1,7 +1,10 @@
--- synchro.scopes_of: the scopes a synced row with the given projected image belongs
--- to under its table's (normalized) scope rule, evaluated over projections only
--- (never live rows).
-CREATE OR REPLACE FUNCTION synchro.scopes_of(rule jsonb, key text, image jsonb)
+-- synchro.scopes_of: the scopes a synced row with the given image belongs to under
+-- its table's (normalized) scope rule. Materialization evaluates over projections
+-- only (live = false, never live rows). Push's write policy passes live = true:
+-- path and members rules then follow the live rows the pushing transaction sees
+-- (so a parent written earlier in the same push counts); sql rules always read
+-- projections.
+CREATE OR REPLACE FUNCTION synchro.scopes_of(rule jsonb, key text, image jsonb, live boolean)
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog
@@ -20,18 +23,29 @@ BEGIN
             IF cur ->> (hop ->> 'column') IS NULL THEN
                 RETURN;
             END IF;
-            cur := (SELECT p.image FROM synchro.projection p
-                    WHERE p.relation_id = (hop ->> 'relation_id')::bigint AND p.key = cur ->> (hop ->> 'column'));
+            IF live THEN
+                cur := (SELECT l.image FROM synchro.live_rows((hop ->> 'relation_id')::bigint, NULL, ARRAY[cur ->> (hop ->> 'column')]) l);
+            ELSE
+                cur := (SELECT p.image FROM synchro.projection p
+                        WHERE p.relation_id = (hop ->> 'relation_id')::bigint AND p.key = cur ->> (hop ->> 'column'));
+            END IF;
             IF cur IS NULL THEN
                 RETURN;
             END IF;
         END LOOP;
         RETURN QUERY SELECT s FROM synchro.render_template(rule ->> 'template', cur) s WHERE s IS NOT NULL;
     WHEN 'members' THEN
-        RETURN QUERY SELECT DISTINCT s
-            FROM synchro.projection_lookup((rule ->> 'relation_id')::bigint, rule ->> 'column', ARRAY[key]) m,
-                 synchro.render_template(rule ->> 'template', m.image) s
-            WHERE s IS NOT NULL;
+        IF live THEN
+            RETURN QUERY SELECT DISTINCT s
+                FROM synchro.live_rows((rule ->> 'relation_id')::bigint, rule ->> 'column', ARRAY[key]) m,
+                     synchro.render_template(rule ->> 'template', m.image) s
+                WHERE s IS NOT NULL;
+        ELSE
+            RETURN QUERY SELECT DISTINCT s
+                FROM synchro.projection_lookup((rule ->> 'relation_id')::bigint, rule ->> 'column', ARRAY[key]) m,
+                     synchro.render_template(rule ->> 'template', m.image) s
+                WHERE s IS NOT NULL;
+        END IF;
     WHEN 'sql' THEN
         RETURN QUERY EXECUTE format('SELECT DISTINCT s::text FROM (%s) AS membership(s) WHERE s IS NOT NULL', rule ->> 'membership')
             USING image;

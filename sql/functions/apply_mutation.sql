@@ -1,0 +1,151 @@
+-- synchro.apply_mutation: applies one push mutation for client c (user_id, its
+-- assigned scopes) inside its own savepoint and returns its outcome; a rejected
+-- mutation writes nothing and never undoes another. It validates table, key and
+-- columns; locks the live row; checks base_version (compare-and-swap on the
+-- row's current opaque version) and the write policy (synchro.write_allowed)
+-- before and after the write; and binds the fence the write fires to the client
+-- and mutation (settings synchro.client_id / synchro.mutation_id). It writes no
+-- pull-visible effect (ADR 001). Outcome statuses: applied; conflict
+-- (version_conflict, with the current server_version and server_row); rejected
+-- (policy_rejected, validation_failed, table_not_synced); retry
+-- (server_retryable: lock timeout, deadlock, serialization failure). Messages
+-- name a column or constraint, never a value.
+CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text, m jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    requested text := m ->> 'op';
+    op text := requested;
+    t synchro.synced_table;
+    r synchro.relation;
+    head jsonb := jsonb_build_object('mutation_id', m ->> 'mutation_id', 'table', m ->> 'table', 'pk', m -> 'pk');
+    pkv jsonb;
+    key_text text;
+    key_type text;
+    cols jsonb := coalesce(m -> 'columns', '{}');
+    full_row jsonb;
+    col text;
+    collist text;
+    before jsonb;
+    after jsonb;
+    current_version text;
+    base text := m ->> 'base_version';
+    detail text;
+BEGIN
+    SELECT * INTO t FROM synchro.synced_table WHERE name = m ->> 'table';
+    IF NOT FOUND THEN
+        RETURN head || jsonb_build_object('status', 'rejected', 'code', 'table_not_synced', 'message', 'the table is not synced');
+    END IF;
+    SELECT * INTO STRICT r FROM synchro.relation WHERE relation_id = t.relation_id;
+    IF t.push_policy = 'read_only' THEN
+        RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected', 'message', 'the table is read-only');
+    END IF;
+
+    -- Key and columns.
+    pkv := m -> 'pk' -> r.key_column;
+    IF jsonb_typeof(m -> 'pk') IS DISTINCT FROM 'object' OR pkv IS NULL
+       OR (SELECT count(*) FROM jsonb_object_keys(m -> 'pk')) <> 1 THEN
+        detail := format('pk must be an object with exactly the key column "%s"', r.key_column);
+    ELSIF (r.key_type = 'string' AND jsonb_typeof(pkv) <> 'string')
+       OR (r.key_type <> 'string' AND (jsonb_typeof(pkv) <> 'number' OR pkv::text !~ '^-?[0-9]{1,19}$')) THEN
+        detail := format('pk column "%s" must be %s', r.key_column,
+                         CASE WHEN r.key_type = 'string' THEN 'a string' ELSE 'an integer' END);
+    ELSIF jsonb_typeof(cols) IS DISTINCT FROM 'object' THEN
+        detail := 'columns must be an object';
+    ELSE
+        SELECT format('column "%s" is not a synced column of the table', k) INTO detail
+        FROM jsonb_object_keys(cols) k WHERE k <> ALL (t.sync_columns::text[]) ORDER BY k LIMIT 1;
+        IF detail IS NULL AND cols ? r.key_column AND cols -> r.key_column <> pkv THEN
+            detail := format('column "%s" is the key and must equal pk', r.key_column);
+        ELSIF detail IS NULL AND op = 'update' AND (cols - r.key_column::text) = '{}' THEN
+            detail := 'an update needs at least one column';
+        END IF;
+    END IF;
+    IF detail IS NOT NULL THEN
+        RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed', 'message', detail);
+    END IF;
+    key_text := pkv #>> '{}';
+    -- Wire values to column input: bytes travel as base64.
+    FOR col IN SELECT a.attname FROM pg_attribute a
+               WHERE a.attrelid = r.relation_oid AND a.atttypid = 'bytea'::regtype AND cols ? a.attname
+                 AND jsonb_typeof(cols -> a.attname::text) = 'string' LOOP
+        BEGIN
+            cols := jsonb_set(cols, ARRAY[col], to_jsonb('\x' || encode(decode(cols ->> col, 'base64'), 'hex')));
+        EXCEPTION WHEN data_exception THEN
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
+                                              'message', format('column "%s" must be base64', col));
+        END;
+    END LOOP;
+    full_row := cols || jsonb_build_object(r.key_column, pkv);
+    SELECT format_type(a.atttypid, a.atttypmod) INTO STRICT key_type
+    FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column;
+
+    BEGIN
+        EXECUTE format('SELECT to_jsonb(x) FROM %I.%I x WHERE x.%I = $1::%s FOR UPDATE', r.schema_name, r.relation_name, r.key_column, key_type)
+            INTO before USING key_text;
+        IF before IS NOT NULL THEN
+            current_version := (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = r.relation_id AND h.key = key_text);
+        END IF;
+        IF op = 'upsert' THEN
+            op := CASE WHEN before IS NULL THEN 'insert' ELSE 'update' END;
+        END IF;
+        IF (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
+           OR (requested <> 'insert' AND base IS NOT NULL AND base IS DISTINCT FROM current_version) THEN
+            RETURN head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
+                'message', CASE WHEN before IS NULL THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
+                                ELSE 'base_version is not the current version' END,
+                'server_version', current_version, 'server_row_text', synchro.row_text(t, key_text));
+        END IF;
+        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, NULL, 'before') THEN
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
+                                              'message', 'the row is not in a scope assigned to this user');
+        END IF;
+
+        PERFORM set_config('synchro.client_id', c.client_id, true), set_config('synchro.mutation_id', m ->> 'mutation_id', true);
+        SELECT string_agg(format('%I', k), ', ') INTO collist FROM jsonb_object_keys(full_row) k;
+        IF op = 'insert' THEN
+            EXECUTE format('INSERT INTO %1$I.%2$I (%3$s) SELECT %3$s FROM jsonb_populate_record(NULL::%1$I.%2$I, $1)',
+                           r.schema_name, r.relation_name, collist) USING full_row;
+        ELSIF op = 'update' THEN
+            SELECT string_agg(format('%I', k), ', ') INTO collist FROM jsonb_object_keys(cols - r.key_column::text) k;
+            EXECUTE format('UPDATE %1$I.%2$I x SET (%3$s) = (SELECT %3$s FROM jsonb_populate_record(NULL::%1$I.%2$I, $1)) WHERE x.%4$I = $2::%5$s',
+                           r.schema_name, r.relation_name, collist, r.key_column, key_type) USING cols, key_text;
+        ELSE
+            EXECUTE format('DELETE FROM %I.%I x WHERE x.%I = $1::%s', r.schema_name, r.relation_name, r.key_column, key_type) USING key_text;
+        END IF;
+        IF op <> 'delete' THEN
+            EXECUTE format('SELECT to_jsonb(x) FROM %I.%I x WHERE x.%I = $1::%s', r.schema_name, r.relation_name, r.key_column, key_type)
+                INTO after USING key_text;
+        END IF;
+        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
+            RAISE EXCEPTION USING ERRCODE = 'SYPOL';
+        END IF;
+        RETURN head || jsonb_build_object('status', 'applied',
+            'server_version', (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = r.relation_id AND h.key = key_text),
+            'server_row_text', synchro.row_text(t, key_text));
+    EXCEPTION
+        WHEN SQLSTATE 'SYPOL' THEN
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
+                                              'message', 'the row is not in a scope assigned to this user');
+        WHEN not_null_violation THEN
+            GET STACKED DIAGNOSTICS detail = COLUMN_NAME;
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
+                                              'message', format('column "%s" must not be null', detail));
+        WHEN integrity_constraint_violation THEN
+            GET STACKED DIAGNOSTICS detail = CONSTRAINT_NAME;
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
+                                              'message', format('constraint "%s" is violated', detail));
+        WHEN data_exception THEN
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
+                                              'message', synchro.invalid_column(r, full_row));
+        WHEN feature_not_supported OR raise_exception OR triggered_data_change_violation THEN
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
+                                              'message', 'the change was refused by a rule of the table');
+        WHEN lock_not_available OR deadlock_detected OR serialization_failure THEN
+            RETURN head || jsonb_build_object('status', 'retry', 'code', 'server_retryable',
+                                              'message', 'the row is busy; retry the mutation');
+    END;
+END
+$$;

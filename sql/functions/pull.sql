@@ -1,0 +1,108 @@
+-- synchro.pull: POST /sync/pull (docs/protocol-v3.md) for user_id. Fixes one
+-- materialized high-watermark hw (transaction_end of the progress row's
+-- materialized commit) and serves, for every requested scope assigned to the
+-- client whose cursor resumes, the effects after its cursor and at or before hw,
+-- merged in (position, scope) order, at most page_limit overall. A scope whose
+-- effects were all delivered gets the cursor transaction_end(hw); a cut scope
+-- the position of its last delivered effect, so the next page resumes exactly
+-- after it (also between effects of one event). The final page (has_more false)
+-- carries every served scope's checksum at hw. Requested scopes that are not
+-- assigned are listed in scope_updates.remove and never served; assigned scopes
+-- not requested in scope_updates.add (cursor null); a cursor that cannot be
+-- resumed puts its scope in rebuild. The capture gate runs first.
+CREATE OR REPLACE FUNCTION synchro.pull(user_id text, request jsonb, page_limit integer)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    c synchro.client := synchro.client_session(user_id, request, false);
+    requested jsonb := coalesce(request -> 'scopes', '{}');
+    p synchro.progress;
+    hw pg_lsn;
+    page jsonb;
+    fetched integer;
+    has_more boolean;
+    cursors jsonb;
+BEGIN
+    PERFORM synchro.capture_gate(c.client_id);
+    SELECT * INTO STRICT p FROM synchro.progress;
+    hw := coalesce(p.materialized_commit_lsn, '0/0');
+
+    CREATE TEMP TABLE IF NOT EXISTS synchro_pull_scope (scope text PRIMARY KEY, lsn pg_lsn, ev integer, eff integer) ON COMMIT DELETE ROWS;
+    CREATE TEMP TABLE IF NOT EXISTS synchro_pull_page (n integer, scope text, commit_lsn pg_lsn, event_ordinal integer,
+        effect_ordinal integer, table_id integer, key text, op text, version text) ON COMMIT DELETE ROWS;
+    DELETE FROM synchro_pull_scope;
+    DELETE FROM synchro_pull_page;
+
+    INSERT INTO synchro_pull_scope
+    SELECT k, x.lsn, x.event_ordinal, x.effect_ordinal
+    FROM jsonb_object_keys(requested) k
+    CROSS JOIN LATERAL synchro.read_scope_cursor(requested -> k ->> 'cursor', p.stream_generation, k, hw) x
+    WHERE k = ANY (c.scope_set) AND x.lsn IS NOT NULL;
+
+    INSERT INTO synchro_pull_page
+    SELECT row_number() OVER (ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.scope COLLATE "C"), e.*
+    FROM (SELECT e.scope, e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.table_id, e.key, e.op, e.version
+          FROM synchro_pull_scope s
+          CROSS JOIN LATERAL (SELECT * FROM synchro.effect e
+                              WHERE e.stream_generation = p.stream_generation AND e.scope = s.scope
+                                AND (e.commit_lsn, e.event_ordinal, e.effect_ordinal) > (s.lsn, s.ev, s.eff)
+                                AND e.commit_lsn <= hw
+                              ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal
+                              LIMIT page_limit + 1) e
+          ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.scope COLLATE "C"
+          LIMIT page_limit + 1) e;
+    GET DIAGNOSTICS fetched = ROW_COUNT;
+    has_more := fetched > page_limit;
+    DELETE FROM synchro_pull_page WHERE n > page_limit;
+
+    SELECT coalesce(jsonb_agg(
+               jsonb_build_object('scope', e.scope, 'table', t.name, 'op', e.op,
+                                  'pk', synchro.wire_pk(r.key_column, r.key_type, e.key))
+               || CASE WHEN e.op = 'upsert'
+                       THEN jsonb_build_object('row', v.image, 'server_version', v.version, 'row_checksum', v.checksum)
+                       ELSE '{}' END
+               ORDER BY e.n), '[]')
+    INTO page
+    FROM synchro_pull_page e
+    JOIN synchro.synced_table t ON t.table_id = e.table_id
+    JOIN synchro.relation r ON r.relation_id = t.relation_id
+    LEFT JOIN synchro.row_version v ON v.version = e.version;
+
+    -- A scope is done when no effect after its last delivered one is left at or
+    -- before hw; only a page that had more can leave one.
+    SELECT coalesce(jsonb_object_agg(s.scope,
+               CASE WHEN has_more AND EXISTS (
+                        SELECT FROM synchro.effect e
+                        WHERE e.stream_generation = p.stream_generation AND e.scope = s.scope AND e.commit_lsn <= hw
+                          AND (e.commit_lsn, e.event_ordinal, e.effect_ordinal) > (coalesce(l.commit_lsn, s.lsn),
+                                                                                  coalesce(l.event_ordinal, s.ev),
+                                                                                  coalesce(l.effect_ordinal, s.eff)))
+                    THEN synchro.scope_cursor(p.stream_generation, s.scope, coalesce(l.commit_lsn, s.lsn),
+                                              coalesce(l.event_ordinal, s.ev), coalesce(l.effect_ordinal, s.eff))
+                    ELSE synchro.scope_cursor(p.stream_generation, s.scope, hw, 2147483647, 2147483647) END), '{}')
+    INTO cursors
+    FROM synchro_pull_scope s
+    LEFT JOIN LATERAL (SELECT e.commit_lsn, e.event_ordinal, e.effect_ordinal FROM synchro_pull_page e
+                       WHERE e.scope = s.scope ORDER BY e.n DESC LIMIT 1) l ON true;
+
+    RETURN jsonb_build_object(
+        'changes', page,
+        'scope_cursors', cursors,
+        'scope_set_version', c.scope_set_version,
+        'scope_updates', jsonb_build_object(
+            'add', coalesce((SELECT jsonb_agg(jsonb_build_object('id', a, 'cursor', NULL) ORDER BY a COLLATE "C")
+                             FROM unnest(c.scope_set) a WHERE NOT requested ? a), '[]'),
+            'remove', coalesce((SELECT jsonb_agg(k ORDER BY k COLLATE "C")
+                                FROM jsonb_object_keys(requested) k WHERE k <> ALL (c.scope_set)), '[]')),
+        'rebuild', coalesce((SELECT jsonb_agg(k ORDER BY k COLLATE "C")
+                             FROM jsonb_object_keys(requested) k
+                             WHERE k = ANY (c.scope_set) AND NOT EXISTS (SELECT FROM synchro_pull_scope s WHERE s.scope = k)), '[]'),
+        'has_more', has_more)
+        || CASE WHEN has_more THEN '{}'
+                ELSE jsonb_build_object('checksums', coalesce((SELECT jsonb_object_agg(s.scope,
+                         synchro.scope_checksum(p.stream_generation, s.scope, hw)) FROM synchro_pull_scope s), '{}')) END;
+END
+$$;

@@ -1,0 +1,55 @@
+-- synchro.push: POST /sync/push (docs/protocol-v3.md) for user_id. Applies the
+-- mutations in request order, each through synchro.apply_mutation in its own
+-- savepoint, with idempotency by (client_id, mutation_id): the outcome is recorded
+-- in the same transaction as the write, and a replayed mutation (also one sent
+-- concurrently, which waits for the first) returns the recorded outcome and writes
+-- nothing again. server_retryable outcomes are not recorded, so a retry applies.
+-- Request-level failures (unknown or foreign client, stale schema) refuse the
+-- whole request. Authoritative writes and fences only: no pull-visible effect.
+-- server_row_text fields are rendered to server_row by the HTTP layer.
+CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog
+-- Text output of row values (server_row_text) in the wire's canonical form.
+SET DateStyle = 'ISO, YMD'
+SET TimeZone = 'UTC'
+SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1
+AS $$
+DECLARE
+    c synchro.client := synchro.client_session(user_id, request, false);
+    m jsonb;
+    res jsonb;
+    claimed boolean;
+    accepted jsonb := '[]';
+    rejected jsonb := '[]';
+BEGIN
+    FOR m IN SELECT value FROM jsonb_array_elements(request -> 'mutations') LOOP
+        claimed := NULL;
+        INSERT INTO synchro.mutation (client_id, mutation_id, batch_id)
+        VALUES (c.client_id, m ->> 'mutation_id', request ->> 'batch_id')
+        ON CONFLICT (client_id, mutation_id) DO NOTHING
+        RETURNING true INTO claimed;
+        IF claimed THEN
+            res := synchro.apply_mutation(c, user_id, m);
+            IF res ->> 'status' = 'retry' THEN
+                DELETE FROM synchro.mutation WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
+            ELSE
+                UPDATE synchro.mutation SET outcome = res
+                WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
+            END IF;
+        ELSE
+            res := (SELECT x.outcome FROM synchro.mutation x WHERE x.client_id = c.client_id AND x.mutation_id = m ->> 'mutation_id');
+        END IF;
+        IF res ->> 'status' = 'applied' THEN
+            accepted := accepted || jsonb_build_array(res);
+        ELSE
+            rejected := rejected || jsonb_build_array(res);
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object('server_time', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                              'accepted', accepted, 'rejected', rejected);
+END
+$$;

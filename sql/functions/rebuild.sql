@@ -1,0 +1,79 @@
+-- synchro.rebuild: POST /sync/rebuild (docs/protocol-v3.md) for user_id: the
+-- complete contents of one assigned scope at one fixed position, in keyset pages
+-- of at most page_limit records ordered by (table_id, key). A session starts
+-- (cursor null) at the materialized high-watermark h and every later page reads
+-- the same h from its signed session cursor: membership edges valid at
+-- transaction_end(h) and each row's latest version at or before h, so pages stay
+-- consistent while the worker keeps materializing. The final page carries
+-- final_scope_cursor = transaction_end(h) and the scope checksum at h, so
+-- incremental pull continues with no gap and no overlap. A session cursor that
+-- does not verify (edited, another scope, another stream generation) is refused;
+-- the client restarts with cursor null. The capture gate runs first.
+CREATE OR REPLACE FUNCTION synchro.rebuild(user_id text, request jsonb, page_limit integer)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    c synchro.client := synchro.client_session(user_id, request, false);
+    scope text := request ->> 'scope';
+    p synchro.progress;
+    session text[];
+    h pg_lsn;
+    after_table integer := -1;
+    after_key text := '';
+    records jsonb;
+    fetched integer;
+    last_table integer;
+    last_key text;
+BEGIN
+    IF scope IS NULL OR scope <> ALL (c.scope_set) THEN
+        PERFORM synchro.refuse(400, 'invalid_request', 'the scope is not assigned to this client');
+    END IF;
+    PERFORM synchro.capture_gate(c.client_id);
+    SELECT * INTO STRICT p FROM synchro.progress;
+    IF request ->> 'cursor' IS NULL THEN
+        h := coalesce(p.materialized_commit_lsn, '0/0');
+    ELSE
+        session := synchro.read_token('r', request ->> 'cursor');
+        IF session IS NULL OR cardinality(session) <> 5 OR session[1] IS DISTINCT FROM p.stream_generation::text
+           OR session[2] IS DISTINCT FROM scope THEN
+            PERFORM synchro.refuse(400, 'invalid_request', 'the rebuild cursor is not valid for this scope; restart the rebuild with cursor null');
+        END IF;
+        h := session[3]::pg_lsn;
+        after_table := session[4]::integer;
+        after_key := session[5];
+    END IF;
+
+    WITH page AS (
+        SELECT m.table_id, m.key, v.version, v.image, v.checksum
+        FROM synchro.membership m
+        JOIN LATERAL (SELECT v.version, v.image, v.checksum FROM synchro.row_version v
+                      WHERE v.table_id = m.table_id AND v.key = m.key AND v.commit_lsn <= h
+                      ORDER BY v.commit_lsn DESC LIMIT 1) v ON true
+        WHERE m.stream_generation = p.stream_generation AND m.scope = rebuild.scope
+          AND (m.table_id, m.key) > (after_table, after_key)
+          AND m.from_lsn <= h AND (m.to_lsn IS NULL OR m.to_lsn > h)
+        ORDER BY m.table_id, m.key
+        LIMIT page_limit + 1)
+    SELECT count(*),
+           coalesce(jsonb_agg(jsonb_build_object('table', t.name, 'pk', synchro.wire_pk(r.key_column, r.key_type, x.key),
+                                                 'row', x.image, 'server_version', x.version, 'row_checksum', x.checksum)
+                              ORDER BY x.table_id, x.key) FILTER (WHERE x.n <= page_limit), '[]'),
+           (array_agg(x.table_id ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.n <= page_limit))[1],
+           (array_agg(x.key ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.n <= page_limit))[1]
+    INTO fetched, records, last_table, last_key
+    FROM (SELECT page.*, row_number() OVER (ORDER BY page.table_id, page.key) AS n FROM page) x
+    JOIN synchro.synced_table t ON t.table_id = x.table_id
+    JOIN synchro.relation r ON r.relation_id = t.relation_id;
+
+    IF fetched > page_limit THEN
+        RETURN jsonb_build_object('scope', scope, 'records', records, 'has_more', true,
+            'cursor', synchro.sign_token('r', ARRAY[p.stream_generation::text, scope, h::text, last_table::text, last_key]));
+    END IF;
+    RETURN jsonb_build_object('scope', scope, 'records', records, 'has_more', false, 'cursor', NULL,
+        'final_scope_cursor', synchro.scope_cursor(p.stream_generation, scope, h, 2147483647, 2147483647),
+        'checksum', synchro.scope_checksum(p.stream_generation, scope, h));
+END
+$$;

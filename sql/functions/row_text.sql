@@ -1,0 +1,30 @@
+-- synchro.row_text: the synced columns of the live row of table t with the given
+-- key as [[column, type oid, text or null], ...] in registration order (the text
+-- output of each value, under the caller's DateStyle ISO / TimeZone UTC), or NULL
+-- when there is no such row. The HTTP layer renders it with the same typed JSON
+-- rules as captured row images, so a push's server_row equals what pull delivers.
+CREATE OR REPLACE FUNCTION synchro.row_text(t synchro.synced_table, key text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    r synchro.relation;
+    key_type text;
+    cols text;
+    vals text[];
+BEGIN
+    SELECT * INTO STRICT r FROM synchro.relation WHERE relation_id = t.relation_id;
+    SELECT format_type(a.atttypid, a.atttypmod) INTO STRICT key_type
+    FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column;
+    SELECT string_agg(format('x.%I::text', c), ', ' ORDER BY o) INTO cols FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o);
+    EXECUTE format('SELECT ARRAY[%s] FROM %I.%I x WHERE x.%I = $1::%s', cols, r.schema_name, r.relation_name, r.key_column, key_type)
+        INTO vals USING key;
+    IF vals IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN (SELECT jsonb_agg(jsonb_build_array(u.c, a.atttypid::bigint, vals[u.o]) ORDER BY u.o)
+            FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o)
+            JOIN pg_attribute a ON a.attrelid = r.relation_oid AND a.attname = u.c);
+END
+$$;

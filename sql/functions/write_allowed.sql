@@ -1,0 +1,29 @@
+-- synchro.write_allowed: the push write policy of synced table t for user_id,
+-- asked twice per mutation: phase 'before' ahead of the write, phase 'after' once
+-- it is done (and rolled back when refused). A registered custom policy
+-- (synchro.set_write_policy) decides alone, in phase 'after', seeing both images.
+-- Otherwise the row must belong, before (update, delete) and after (insert,
+-- update), to at least one scope in assigned, evaluated with the table's scope
+-- rule over the live rows the pushing transaction sees (synchro.scopes_of, live).
+CREATE OR REPLACE FUNCTION synchro.write_allowed(t synchro.synced_table, user_id text, assigned text[], op text,
+                                                key text, before jsonb, after jsonb, phase text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    fn regprocedure := (SELECT w.policy FROM synchro.write_policy w WHERE w.table_id = t.table_id);
+    image jsonb := CASE phase WHEN 'before' THEN before ELSE after END;
+    allowed boolean;
+BEGIN
+    IF fn IS NOT NULL THEN
+        IF phase = 'before' THEN
+            RETURN true;
+        END IF;
+        EXECUTE format('SELECT %s($1, $2, $3, $4, $5)', fn::oid::regproc) INTO allowed USING user_id, op, t.name, before, after;
+        RETURN coalesce(allowed, false);
+    END IF;
+    RETURN image IS NULL
+        OR EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key, image, true) s WHERE s = ANY (assigned));
+END
+$$;
