@@ -15,8 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/synchro-sync/synchro/internal/auth"
 	"github.com/synchro-sync/synchro/internal/config"
 	"github.com/synchro-sync/synchro/internal/httpapi"
 	"github.com/synchro-sync/synchro/internal/metrics"
@@ -53,12 +55,37 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	maxHeartbeatAge := fs.Duration("max-heartbeat-age", 10*time.Second, "readiness: oldest fresh worker heartbeat (env SYNCHRO_MAX_HEARTBEAT_AGE)")
 	maxWALLag := fs.Int64("max-wal-lag-bytes", 1<<30, "readiness: largest WAL lag of the slot in bytes (env SYNCHRO_MAX_WAL_LAG_BYTES)")
 	maxCommitLag := fs.Duration("max-commit-lag", 60*time.Second, "readiness: largest capture commit lag (env SYNCHRO_MAX_COMMIT_LAG)")
-	if err := config.Parse(fs, args, config.Merge(config.CommonEnv, map[string]string{
+	var authConfig auth.Config
+	authConfig.Register(fs)
+	limits := httpapi.DefaultLimits
+	fs.Int64Var(&limits.MaxBodyBytes, "max-body-bytes", limits.MaxBodyBytes, "largest sync request body (env SYNCHRO_MAX_BODY_BYTES)")
+	fs.IntVar(&limits.MaxMutations, "max-mutations", limits.MaxMutations, "most mutations per push (env SYNCHRO_MAX_MUTATIONS)")
+	fs.IntVar(&limits.MaxPageSize, "max-page-size", limits.MaxPageSize, "largest pull or rebuild page; larger limits are capped (env SYNCHRO_MAX_PAGE_SIZE)")
+	captureWait := fs.Duration("capture-wait", 2*time.Second, "how long pull and rebuild wait for a client's pushed changes to be captured before 503 capture_pending (env SYNCHRO_CAPTURE_WAIT)")
+	pushLockTimeout := fs.Duration("push-lock-timeout", 5*time.Second, "how long a push mutation waits for a row lock before server_retryable (env SYNCHRO_PUSH_LOCK_TIMEOUT)")
+	minProtocol := fs.Int("min-protocol-version", 3, "lowest protocol version connect accepts (env SYNCHRO_MIN_PROTOCOL_VERSION)")
+	minAppVersion := fs.String("min-app-version", "", "lowest app_version connect accepts, dotted numbers; empty = any (env SYNCHRO_MIN_APP_VERSION)")
+	if err := config.Parse(fs, args, config.Merge(config.CommonEnv, auth.Env, map[string]string{
 		"listen": "SYNCHRO_LISTEN", "worker": "SYNCHRO_WORKER", "worker-id": "SYNCHRO_WORKER_ID",
 		"heartbeat-interval": "SYNCHRO_HEARTBEAT_INTERVAL", "max-heartbeat-age": "SYNCHRO_MAX_HEARTBEAT_AGE",
 		"max-wal-lag-bytes": "SYNCHRO_MAX_WAL_LAG_BYTES", "max-commit-lag": "SYNCHRO_MAX_COMMIT_LAG",
+		"max-body-bytes": "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
+		"max-page-size": "SYNCHRO_MAX_PAGE_SIZE", "capture-wait": "SYNCHRO_CAPTURE_WAIT",
+		"push-lock-timeout": "SYNCHRO_PUSH_LOCK_TIMEOUT", "min-protocol-version": "SYNCHRO_MIN_PROTOCOL_VERSION",
+		"min-app-version": "SYNCHRO_MIN_APP_VERSION",
 	})); err != nil {
 		return err
+	}
+	if limits.MaxBodyBytes <= 0 || limits.MaxMutations <= 0 || limits.MaxPageSize <= 0 || *captureWait < 0 || *pushLockTimeout <= 0 {
+		return fmt.Errorf("--max-body-bytes, --max-mutations, --max-page-size and --push-lock-timeout must be positive, --capture-wait not negative")
+	}
+	limits.DefaultPageSize = min(limits.DefaultPageSize, limits.MaxPageSize)
+	authenticator, err := auth.New(authConfig)
+	if err != nil {
+		return err
+	}
+	if authConfig.Mode == "" {
+		log.Warn("authentication is not configured: every sync request is refused (set SYNCHRO_AUTH_MODE)")
 	}
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
@@ -72,6 +99,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("database URL: %w", err)
 	}
 	defer pool.Close()
+	servicePool, err := servicePool(ctx, common.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer servicePool.Close()
 	if err := migrate.Check(ctx, pool); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
@@ -80,6 +112,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		$3::bigint * interval '1 microsecond', current_database())`,
 		maxHeartbeatAge.Microseconds(), *maxWALLag, maxCommitLag.Microseconds()); err != nil {
 		return fmt.Errorf("configure readiness: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT synchro.configure_protocol($1, nullif($2, ''))`, *minProtocol, *minAppVersion); err != nil {
+		return fmt.Errorf("configure protocol: %w", err)
 	}
 
 	m := metrics.New(pool)
@@ -96,7 +131,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: httpapi.NewRouter(httpapi.Deps{Pool: pool, Metrics: m}), ReadHeaderTimeout: 10 * time.Second}
+	router := httpapi.NewRouter(httpapi.Deps{Pool: servicePool, Metrics: m, Sync: &httpapi.Sync{
+		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
+		PushLockTimeout: *pushLockTimeout, Log: log,
+	}})
+	srv := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("synchrod listening", "address", ln.Addr().String())
@@ -112,4 +151,21 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	defer cancel()
 	log.Info("synchrod shutting down")
 	return srv.Shutdown(shutdownCtx)
+}
+
+// servicePool is the pool of the HTTP layer: every connection acts as the
+// least-privileged synchro_service role, which may only call the sync entry
+// points and read readiness.
+func servicePool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "SET ROLE synchro_service"); err != nil {
+			return fmt.Errorf("SET ROLE synchro_service (grant the role to the database user: GRANT synchro_service TO <user>): %w", err)
+		}
+		return nil
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }

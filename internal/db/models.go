@@ -8,6 +8,22 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type SynchroClient struct {
+	ClientID        string             `json:"client_id"`
+	UserID          string             `json:"user_id"`
+	Platform        pgtype.Text        `json:"platform"`
+	AppVersion      pgtype.Text        `json:"app_version"`
+	ScopeSet        []string           `json:"scope_set"`
+	ScopeSetVersion int64              `json:"scope_set_version"`
+	ConnectedAt     pgtype.Timestamptz `json:"connected_at"`
+	LastSeenAt      pgtype.Timestamptz `json:"last_seen_at"`
+}
+
+type SynchroCursorKey struct {
+	Singleton bool   `json:"singleton"`
+	Key       []byte `json:"key"`
+}
+
 type SynchroEffect struct {
 	StreamGeneration pgtype.UUID `json:"stream_generation"`
 	Scope            string      `json:"scope"`
@@ -58,6 +74,14 @@ type SynchroMembership struct {
 	Key              string      `json:"key"`
 	FromLsn          interface{} `json:"from_lsn"`
 	ToLsn            interface{} `json:"to_lsn"`
+}
+
+type SynchroMutation struct {
+	ClientID   string             `json:"client_id"`
+	MutationID string             `json:"mutation_id"`
+	BatchID    pgtype.Text        `json:"batch_id"`
+	Outcome    []byte             `json:"outcome"`
+	RecordedAt pgtype.Timestamptz `json:"recorded_at"`
 }
 
 type SynchroPoison struct {
@@ -163,6 +187,13 @@ type SynchroRuleRead struct {
 	RelationID int64 `json:"relation_id"`
 }
 
+type SynchroSchemaVersion struct {
+	Version    int64              `json:"version"`
+	Hash       string             `json:"hash"`
+	Manifest   []byte             `json:"manifest"`
+	RecordedAt pgtype.Timestamptz `json:"recorded_at"`
+}
+
 type SynchroScopeDigest struct {
 	StreamGeneration pgtype.UUID `json:"stream_generation"`
 	Scope            string      `json:"scope"`
@@ -172,12 +203,21 @@ type SynchroScopeDigest struct {
 }
 
 type SynchroSetting struct {
-	Singleton        bool            `json:"singleton"`
-	PublicationName  string          `json:"publication_name"`
-	HeartbeatMaxAge  pgtype.Interval `json:"heartbeat_max_age"`
-	WalLagLimitBytes pgtype.Int8     `json:"wal_lag_limit_bytes"`
-	CommitLagLimit   pgtype.Interval `json:"commit_lag_limit"`
-	WorkerDatabase   pgtype.Text     `json:"worker_database"`
+	Singleton          bool            `json:"singleton"`
+	PublicationName    string          `json:"publication_name"`
+	HeartbeatMaxAge    pgtype.Interval `json:"heartbeat_max_age"`
+	WalLagLimitBytes   pgtype.Int8     `json:"wal_lag_limit_bytes"`
+	CommitLagLimit     pgtype.Interval `json:"commit_lag_limit"`
+	WorkerDatabase     pgtype.Text     `json:"worker_database"`
+	MinProtocolVersion int32           `json:"min_protocol_version"`
+	MinAppVersion      pgtype.Text     `json:"min_app_version"`
+	ScopeAssignment    interface{}     `json:"scope_assignment"`
+}
+
+type SynchroSharedScope struct {
+	Scope        string             `json:"scope"`
+	Portable     bool               `json:"portable"`
+	RegisteredAt pgtype.Timestamptz `json:"registered_at"`
 }
 
 type SynchroSyncedRow struct {
@@ -220,4 +260,9 @@ type SynchroWorkerHeartbeat struct {
 	MaterializedCommitLsn interface{}        `json:"materialized_commit_lsn"`
 	MaterializedEndLsn    interface{}        `json:"materialized_end_lsn"`
 	StartedAt             pgtype.Timestamptz `json:"started_at"`
+}
+
+type SynchroWritePolicy struct {
+	TableID int32       `json:"table_id"`
+	Policy  interface{} `json:"policy"`
 }

@@ -17,6 +17,8 @@ type Deps struct {
 	Pool *pgxpool.Pool
 	// Metrics, when set, serves GET /metrics and counts every request.
 	Metrics *metrics.Metrics
+	// Sync, when set, serves the sync protocol endpoints (/sync/...).
+	Sync *Sync
 }
 
 // NewRouter returns the HTTP handler of synchrod.
@@ -27,6 +29,9 @@ func NewRouter(d Deps) http.Handler {
 	r.HandleFunc("/readyz", readyz(d.Pool)).Methods(http.MethodGet)
 	if d.Metrics != nil {
 		r.Handle("/metrics", d.Metrics.Handler()).Methods(http.MethodGet)
+	}
+	if d.Sync != nil {
+		d.Sync.routes(r)
 	}
 	return r
 }

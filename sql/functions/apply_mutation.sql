@@ -24,7 +24,7 @@ DECLARE
     pkv jsonb;
     key_text text;
     key_type text;
-    cols jsonb := coalesce(m -> 'columns', '{}');
+    cols jsonb := coalesce(nullif(m -> 'columns', 'null'), '{}');
     full_row jsonb;
     col text;
     collist text;

@@ -20,7 +20,7 @@ DECLARE
     old_manifest jsonb;
     action text;
     c synchro.client;
-    known jsonb := coalesce(request -> 'known_scopes', '{}');
+    known jsonb := coalesce(nullif(request -> 'known_scopes', 'null'), '{}');
     hw pg_lsn;
 BEGIN
     SELECT * INTO STRICT s FROM synchro.settings;

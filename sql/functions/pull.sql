@@ -18,7 +18,7 @@ SET search_path = pg_catalog
 AS $$
 DECLARE
     c synchro.client := synchro.client_session(user_id, request, false);
-    requested jsonb := coalesce(request -> 'scopes', '{}');
+    requested jsonb := coalesce(nullif(request -> 'scopes', 'null'), '{}');
     p synchro.progress;
     hw pg_lsn;
     page jsonb;

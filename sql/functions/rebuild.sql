@@ -17,7 +17,7 @@ SET search_path = pg_catalog
 AS $$
 DECLARE
     c synchro.client := synchro.client_session(user_id, request, false);
-    scope text := request ->> 'scope';
+    target text := request ->> 'scope';
     p synchro.progress;
     session text[];
     h pg_lsn;
@@ -28,7 +28,7 @@ DECLARE
     last_table integer;
     last_key text;
 BEGIN
-    IF scope IS NULL OR scope <> ALL (c.scope_set) THEN
+    IF target IS NULL OR target <> ALL (c.scope_set) THEN
         PERFORM synchro.refuse(400, 'invalid_request', 'the scope is not assigned to this client');
     END IF;
     PERFORM synchro.capture_gate(c.client_id);
@@ -38,7 +38,7 @@ BEGIN
     ELSE
         session := synchro.read_token('r', request ->> 'cursor');
         IF session IS NULL OR cardinality(session) <> 5 OR session[1] IS DISTINCT FROM p.stream_generation::text
-           OR session[2] IS DISTINCT FROM scope THEN
+           OR session[2] IS DISTINCT FROM target THEN
             PERFORM synchro.refuse(400, 'invalid_request', 'the rebuild cursor is not valid for this scope; restart the rebuild with cursor null');
         END IF;
         h := session[3]::pg_lsn;
@@ -52,7 +52,7 @@ BEGIN
         JOIN LATERAL (SELECT v.version, v.image, v.checksum FROM synchro.row_version v
                       WHERE v.table_id = m.table_id AND v.key = m.key AND v.commit_lsn <= h
                       ORDER BY v.commit_lsn DESC LIMIT 1) v ON true
-        WHERE m.stream_generation = p.stream_generation AND m.scope = rebuild.scope
+        WHERE m.stream_generation = p.stream_generation AND m.scope = target
           AND (m.table_id, m.key) > (after_table, after_key)
           AND m.from_lsn <= h AND (m.to_lsn IS NULL OR m.to_lsn > h)
         ORDER BY m.table_id, m.key
@@ -69,11 +69,11 @@ BEGIN
     JOIN synchro.relation r ON r.relation_id = t.relation_id;
 
     IF fetched > page_limit THEN
-        RETURN jsonb_build_object('scope', scope, 'records', records, 'has_more', true,
-            'cursor', synchro.sign_token('r', ARRAY[p.stream_generation::text, scope, h::text, last_table::text, last_key]));
+        RETURN jsonb_build_object('scope', target, 'records', records, 'has_more', true,
+            'cursor', synchro.sign_token('r', ARRAY[p.stream_generation::text, target, h::text, last_table::text, last_key]));
     END IF;
-    RETURN jsonb_build_object('scope', scope, 'records', records, 'has_more', false, 'cursor', NULL,
-        'final_scope_cursor', synchro.scope_cursor(p.stream_generation, scope, h, 2147483647, 2147483647),
-        'checksum', synchro.scope_checksum(p.stream_generation, scope, h));
+    RETURN jsonb_build_object('scope', target, 'records', records, 'has_more', false, 'cursor', NULL,
+        'final_scope_cursor', synchro.scope_cursor(p.stream_generation, target, h, 2147483647, 2147483647),
+        'checksum', synchro.scope_checksum(p.stream_generation, target, h));
 END
 $$;

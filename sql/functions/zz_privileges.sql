@@ -11,6 +11,7 @@ GRANT SELECT ON synchro.readiness TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.evaluate_readiness() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.is_ready() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_readiness(interval, bigint, interval, name) TO synchro_operator;
+GRANT EXECUTE ON FUNCTION synchro.configure_protocol(integer, text) TO synchro_operator;
 GRANT SELECT ON synchro.synced_row TO synchro_operator;
 -- The HTTP service role: the sync entry points (security definer; they take the
 -- authenticated user id from the HTTP layer) and readiness for GET /readyz.

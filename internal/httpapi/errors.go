@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// apiError is a protocol error answer (docs/protocol-v3.md, "Errors").
+type apiError struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter int // seconds; 0 = no Retry-After header
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// retryable is the protocol's retryable flag of each code.
+var retryable = map[string]bool{"retry_later": true, "capture_pending": true, "not_ready": true, "internal": true}
+
+func badRequest(msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: msg}
+}
+
+// fromDatabase translates an error of a SQL entry point: a refusal raised by
+// synchro.refuse (SQLSTATE SY<status>, protocol code as HINT, client-safe
+// message) becomes that answer; anything else is a 500 whose message and log
+// line carry no SQL text, row data or secrets (the log keeps the SQLSTATE).
+func fromDatabase(err error, log *slog.Logger, op string) *apiError {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && strings.HasPrefix(pg.Code, "SY") {
+		if status, convErr := strconv.Atoi(pg.Code[2:]); convErr == nil && pg.Hint != "" {
+			e := &apiError{Status: status, Code: pg.Hint, Message: pg.Message}
+			if status == http.StatusServiceUnavailable {
+				e.RetryAfter = 1
+			}
+			return e
+		}
+	}
+	sqlstate := ""
+	if pg != nil {
+		sqlstate = pg.Code
+	}
+	log.Error("sync request failed", "op", op, "sqlstate", sqlstate, "error_class", errorClass(err))
+	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; retry later"}
+}
+
+// errorClass names the kind of a non-database error without its text.
+func errorClass(err error) string {
+	var pg *pgconn.PgError
+	switch {
+	case errors.As(err, &pg):
+		return "database"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	default:
+		return "connection"
+	}
+}
+
+// writeError answers e with the protocol's error body.
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, e.Status, map[string]any{"error": map[string]any{
+		"code": e.Code, "message": e.Message, "retryable": retryable[e.Code],
+	}})
+}

@@ -1,0 +1,323 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/handlers"
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/auth"
+	"github.com/synchro-sync/synchro/internal/db"
+	"github.com/synchro-sync/synchro/internal/wire"
+)
+
+// Sync configures the sync endpoints.
+type Sync struct {
+	// Pool runs the SQL entry points; its connections act as synchro_service.
+	Pool *pgxpool.Pool
+	Auth auth.Authenticator
+	Limits
+	// CaptureWait bounds how long pull and rebuild wait for this client's pushed
+	// changes to be captured before answering 503 capture_pending.
+	CaptureWait time.Duration
+	// PushLockTimeout bounds a push's wait for a row lock (then server_retryable).
+	PushLockTimeout time.Duration
+	Log             *slog.Logger
+}
+
+// captureRetryInterval is how often a waiting pull or rebuild asks again.
+const captureRetryInterval = 25 * time.Millisecond
+
+type schemaRef struct {
+	Version *int64 `json:"version,omitempty"`
+	Hash    string `json:"hash,omitempty"`
+}
+
+type scopeCursor struct {
+	Cursor *string `json:"cursor"`
+}
+
+type connectRequest struct {
+	ClientID        string                 `json:"client_id"`
+	Platform        string                 `json:"platform,omitempty"`
+	AppVersion      string                 `json:"app_version,omitempty"`
+	ProtocolVersion *int                   `json:"protocol_version"`
+	Schema          *schemaRef             `json:"schema,omitempty"`
+	ScopeSetVersion int64                  `json:"scope_set_version"`
+	KnownScopes     map[string]scopeCursor `json:"known_scopes,omitempty"`
+}
+
+type mutation struct {
+	MutationID  string                     `json:"mutation_id"`
+	Table       string                     `json:"table"`
+	Op          string                     `json:"op"`
+	PK          map[string]json.RawMessage `json:"pk"`
+	BaseVersion *string                    `json:"base_version,omitempty"`
+	Columns     map[string]json.RawMessage `json:"columns,omitempty"`
+}
+
+type pushRequest struct {
+	ClientID  string     `json:"client_id"`
+	BatchID   string     `json:"batch_id,omitempty"`
+	Schema    *schemaRef `json:"schema,omitempty"`
+	Mutations []mutation `json:"mutations"`
+}
+
+type pullRequest struct {
+	ClientID        string                 `json:"client_id"`
+	Schema          *schemaRef             `json:"schema,omitempty"`
+	ScopeSetVersion int64                  `json:"scope_set_version"`
+	Scopes          map[string]scopeCursor `json:"scopes,omitempty"`
+	Limit           *int                   `json:"limit,omitempty"`
+}
+
+type rebuildRequest struct {
+	ClientID string     `json:"client_id"`
+	Schema   *schemaRef `json:"schema,omitempty"`
+	Scope    string     `json:"scope"`
+	Cursor   *string    `json:"cursor"`
+	Limit    *int       `json:"limit,omitempty"`
+}
+
+var ops = map[string]bool{"insert": true, "update": true, "upsert": true, "delete": true}
+
+// routes registers the sync endpoints; answers are gzip-compressed for clients
+// that accept it.
+func (s *Sync) routes(r *mux.Router) {
+	r.Handle("/sync/connect", s.handle("connect", s.connect)).Methods(http.MethodPost)
+	r.Handle("/sync/push", s.handle("push", s.push)).Methods(http.MethodPost)
+	r.Handle("/sync/pull", s.handle("pull", s.pull)).Methods(http.MethodPost)
+	r.Handle("/sync/rebuild", s.handle("rebuild", s.rebuild)).Methods(http.MethodPost)
+	r.Handle("/sync/schema", s.handle("schema", s.schema)).Methods(http.MethodGet)
+}
+
+// handle authenticates the request, runs fn and writes its answer.
+func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError)) http.Handler {
+	return handlers.CompressHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, err := s.Auth.User(r)
+		if err != nil {
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "auth_required", Message: err.Error()})
+			return
+		}
+		body, apiErr := fn(w, r, user)
+		if apiErr != nil {
+			writeError(w, apiErr)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+	}))
+}
+
+// first is the first non-nil error of es.
+func first(es ...*apiError) *apiError {
+	for _, e := range es {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (s *Sync) connect(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {
+	var req connectRequest
+	if e := readBody(w, r, s.Limits, &req); e != nil {
+		return nil, e
+	}
+	if e := s.identifier("client_id", req.ClientID, true); e != nil {
+		return nil, e
+	}
+	if req.ProtocolVersion == nil {
+		return nil, badRequest("protocol_version is required")
+	}
+	if e := s.scopes(req.KnownScopes); e != nil {
+		return nil, e
+	}
+	return s.call(r.Context(), "connect", func(q *db.Queries) ([]byte, error) {
+		return q.Connect(r.Context(), db.ConnectParams{UserID: user, Request: mustJSON(req)})
+	})
+}
+
+func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {
+	var req pushRequest
+	if e := readBody(w, r, s.Limits, &req); e != nil {
+		return nil, e
+	}
+	if e := first(s.identifier("client_id", req.ClientID, true), s.identifier("batch_id", req.BatchID, false)); e != nil {
+		return nil, e
+	}
+	if req.Mutations == nil {
+		return nil, badRequest("mutations is required")
+	}
+	if len(req.Mutations) > s.MaxMutations {
+		return nil, badRequest(fmt.Sprintf("a push carries at most %d mutations", s.MaxMutations))
+	}
+	for i, m := range req.Mutations {
+		if e := s.identifier(fmt.Sprintf("mutations[%d].mutation_id", i), m.MutationID, true); e != nil {
+			return nil, e
+		}
+		if e := s.identifier(fmt.Sprintf("mutations[%d].table", i), m.Table, true); e != nil {
+			return nil, e
+		}
+		if !ops[m.Op] {
+			return nil, badRequest(fmt.Sprintf("mutations[%d].op must be insert, update, upsert or delete", i))
+		}
+		if m.PK == nil {
+			return nil, badRequest(fmt.Sprintf("mutations[%d].pk is required", i))
+		}
+	}
+	var out []byte
+	err := pgx.BeginFunc(r.Context(), s.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		if err := q.SetLockTimeout(r.Context(), fmt.Sprintf("%dms", s.PushLockTimeout.Milliseconds())); err != nil {
+			return err
+		}
+		var err error
+		out, err = q.Push(r.Context(), db.PushParams{UserID: user, Request: mustJSON(req)})
+		return err
+	})
+	if err != nil {
+		return nil, fromDatabase(err, s.Log, "push")
+	}
+	return renderServerRows(out, s.Log)
+}
+
+func (s *Sync) pull(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {
+	var req pullRequest
+	if e := readBody(w, r, s.Limits, &req); e != nil {
+		return nil, e
+	}
+	if e := s.identifier("client_id", req.ClientID, true); e != nil {
+		return nil, e
+	}
+	if e := s.scopes(req.Scopes); e != nil {
+		return nil, e
+	}
+	limit, e := s.pageSize(req.Limit)
+	if e != nil {
+		return nil, e
+	}
+	return s.waitForCapture(r.Context(), "pull", func(q *db.Queries) ([]byte, error) {
+		return q.Pull(r.Context(), db.PullParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit)})
+	})
+}
+
+func (s *Sync) rebuild(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {
+	var req rebuildRequest
+	if e := readBody(w, r, s.Limits, &req); e != nil {
+		return nil, e
+	}
+	if e := first(s.identifier("client_id", req.ClientID, true), s.identifier("scope", req.Scope, true)); e != nil {
+		return nil, e
+	}
+	if req.Cursor != nil && len(*req.Cursor) > 4096 {
+		return nil, badRequest("cursor is too long")
+	}
+	limit, e := s.pageSize(req.Limit)
+	if e != nil {
+		return nil, e
+	}
+	return s.waitForCapture(r.Context(), "rebuild", func(q *db.Queries) ([]byte, error) {
+		return q.Rebuild(r.Context(), db.RebuildParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit)})
+	})
+}
+
+func (s *Sync) schema(_ http.ResponseWriter, r *http.Request, _ string) (json.RawMessage, *apiError) {
+	return s.call(r.Context(), "schema", func(q *db.Queries) ([]byte, error) { return q.SyncSchema(r.Context()) })
+}
+
+// scopes checks the scope map of a pull or connect.
+func (s *Sync) scopes(m map[string]scopeCursor) *apiError {
+	if len(m) > s.MaxScopes {
+		return badRequest(fmt.Sprintf("at most %d scopes per request", s.MaxScopes))
+	}
+	for id, c := range m {
+		if e := s.identifier("scope", id, true); e != nil {
+			return e
+		}
+		if c.Cursor != nil && len(*c.Cursor) > 4096 {
+			return badRequest("cursor is too long")
+		}
+	}
+	return nil
+}
+
+// call runs one SQL entry point on the pool.
+func (s *Sync) call(ctx context.Context, op string, fn func(q *db.Queries) ([]byte, error)) (json.RawMessage, *apiError) {
+	out, err := fn(db.New(s.Pool))
+	if err != nil {
+		return nil, fromDatabase(err, s.Log, op)
+	}
+	return out, nil
+}
+
+// waitForCapture runs a pull or rebuild; while it is refused with
+// capture_pending it asks again until CaptureWait has passed (the refusal
+// advanced nothing, so asking again is safe).
+func (s *Sync) waitForCapture(ctx context.Context, op string, fn func(q *db.Queries) ([]byte, error)) (json.RawMessage, *apiError) {
+	deadline := time.Now().Add(s.CaptureWait)
+	for {
+		out, e := s.call(ctx, op, fn)
+		if e == nil || e.Code != "capture_pending" || time.Now().After(deadline) {
+			return out, e
+		}
+		select {
+		case <-ctx.Done():
+			return nil, e
+		case <-time.After(captureRetryInterval):
+		}
+	}
+}
+
+// renderServerRows replaces every server_row_text of a push answer (rows as
+// synchro.row_text returns them) with server_row in wire form.
+func renderServerRows(body []byte, log *slog.Logger) (json.RawMessage, *apiError) {
+	var resp map[string]json.RawMessage
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, fromDatabase(err, log, "push")
+	}
+	for _, list := range []string{"accepted", "rejected"} {
+		var outcomes []map[string]json.RawMessage
+		if err := json.Unmarshal(resp[list], &outcomes); err != nil {
+			return nil, fromDatabase(err, log, "push")
+		}
+		for _, o := range outcomes {
+			text, ok := o["server_row_text"]
+			if !ok {
+				continue
+			}
+			delete(o, "server_row_text")
+			var cols []json.RawMessage
+			if err := json.Unmarshal(text, &cols); err != nil {
+				return nil, fromDatabase(err, log, "push")
+			}
+			if cols == nil {
+				o["server_row"] = json.RawMessage("null")
+				continue
+			}
+			row, err := wire.Row(cols)
+			if err != nil {
+				return nil, fromDatabase(err, log, "push")
+			}
+			o["server_row"] = row
+		}
+		resp[list] = mustJSON(outcomes)
+	}
+	return mustJSON(resp), nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only for values built from decoded JSON
+	}
+	return b
+}

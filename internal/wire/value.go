@@ -1,0 +1,111 @@
+// Package wire renders PostgreSQL values in Synchro's wire form: the typed JSON
+// of row images that pull delivers and push answers with (numbers, booleans,
+// JSON, RFC 3339 UTC timestamps, base64 bytes, else strings). Captured WAL
+// tuples and push's server rows are both rendered here, so one row state has one
+// rendering whichever path produced it.
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PostgreSQL type OIDs with a typed JSON rendering.
+const (
+	oidBool        = 16
+	oidBytea       = 17
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidOID         = 26
+	oidJSON        = 114
+	oidFloat4      = 700
+	oidFloat8      = 701
+	oidTimestamp   = 1114
+	oidTimestamptz = 1184
+	oidNumeric     = 1700
+	oidJSONB       = 3802
+)
+
+// Value renders the text output of a non-NULL value of type typeOID, produced
+// under DateStyle ISO and TimeZone UTC.
+func Value(typeOID uint32, s string) ([]byte, error) {
+	switch typeOID {
+	case oidBool:
+		switch s {
+		case "t":
+			return []byte("true"), nil
+		case "f":
+			return []byte("false"), nil
+		}
+		return nil, fmt.Errorf("malformed boolean")
+	case oidInt2, oidInt4, oidInt8, oidOID, oidFloat4, oidFloat8, oidNumeric:
+		var n json.Number
+		if err := json.Unmarshal([]byte(s), &n); err == nil {
+			return []byte(s), nil
+		}
+		return json.Marshal(s) // NaN, Infinity
+	case oidJSON, oidJSONB:
+		if !json.Valid([]byte(s)) {
+			return nil, fmt.Errorf("malformed json")
+		}
+		return []byte(s), nil
+	case oidTimestamptz, oidTimestamp:
+		for _, layout := range []string{"2006-01-02 15:04:05.999999999-07", "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
+			if t, err := time.Parse(layout, s); err == nil {
+				return json.Marshal(t.UTC().Format(time.RFC3339Nano))
+			}
+		}
+		return json.Marshal(s) // infinity, BC dates
+	case oidBytea:
+		raw, err := hex.DecodeString(strings.TrimPrefix(s, `\x`))
+		if err != nil {
+			return nil, fmt.Errorf("malformed bytea")
+		}
+		return json.Marshal(base64.StdEncoding.EncodeToString(raw))
+	}
+	return json.Marshal(s)
+}
+
+// Row renders a row given as [[column, type oid, text or null], ...] (what
+// synchro.row_text returns) as a JSON object in that column order.
+func Row(cols []json.RawMessage) (json.RawMessage, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, raw := range cols {
+		var parts [3]json.RawMessage
+		var c struct {
+			name string
+			oid  uint32
+			text *string
+		}
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return nil, fmt.Errorf("malformed row text: %w", err)
+		}
+		if err := errors.Join(json.Unmarshal(parts[0], &c.name), json.Unmarshal(parts[1], &c.oid), json.Unmarshal(parts[2], &c.text)); err != nil {
+			return nil, fmt.Errorf("malformed row text: %w", err)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(c.name)
+		b.Write(name)
+		b.WriteByte(':')
+		if c.text == nil {
+			b.WriteString("null")
+			continue
+		}
+		v, err := Value(c.oid, *c.text)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.name, err)
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return json.RawMessage(b.String()), nil
+}
