@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/auth"
@@ -99,7 +98,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("database URL: %w", err)
 	}
 	defer pool.Close()
-	servicePool, err := servicePool(ctx, common.DatabaseURL)
+	servicePool, err := httpapi.ServicePool(ctx, common.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -151,21 +150,4 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	defer cancel()
 	log.Info("synchrod shutting down")
 	return srv.Shutdown(shutdownCtx)
-}
-
-// servicePool is the pool of the HTTP layer: every connection acts as the
-// least-privileged synchro_service role, which may only call the sync entry
-// points and read readiness.
-func servicePool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("database URL: %w", err)
-	}
-	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		if _, err := conn.Exec(ctx, "SET ROLE synchro_service"); err != nil {
-			return fmt.Errorf("SET ROLE synchro_service (grant the role to the database user: GRANT synchro_service TO <user>): %w", err)
-		}
-		return nil
-	}
-	return pgxpool.NewWithConfig(ctx, cfg)
 }
