@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/handlers"
@@ -29,7 +30,13 @@ type Sync struct {
 	CaptureWait time.Duration
 	// PushLockTimeout bounds a push's wait for a row lock (then server_retryable).
 	PushLockTimeout time.Duration
-	Log             *slog.Logger
+	// ReadinessInterval is how long one readiness answer serves pull and
+	// rebuild (503 not_ready when capture is not ready); 0 means one second.
+	ReadinessInterval time.Duration
+	Log               *slog.Logger
+
+	gate     readinessGate
+	gateOnce sync.Once
 }
 
 // captureRetryInterval is how often a waiting pull or rebuild asks again.
@@ -259,10 +266,20 @@ func (s *Sync) call(ctx context.Context, op string, fn func(q *db.Queries) ([]by
 	return out, nil
 }
 
-// waitForCapture runs a pull or rebuild; while it is refused with
-// capture_pending it asks again until CaptureWait has passed (the refusal
-// advanced nothing, so asking again is safe).
+// waitForCapture runs a pull or rebuild when capture is ready (else 503
+// not_ready); while it is refused with capture_pending it asks again until
+// CaptureWait has passed (the refusal advanced nothing, so asking again is safe).
 func (s *Sync) waitForCapture(ctx context.Context, op string, fn func(q *db.Queries) ([]byte, error)) (json.RawMessage, *apiError) {
+	s.gateOnce.Do(func() {
+		s.gate = readinessGate{pool: s.Pool, interval: s.ReadinessInterval}
+		if s.gate.interval <= 0 {
+			s.gate.interval = time.Second
+		}
+	})
+	if !s.gate.isReady(ctx) {
+		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "not_ready",
+			Message: "capture is not ready; retry later", RetryAfter: 1}
+	}
 	deadline := time.Now().Add(s.CaptureWait)
 	for {
 		out, e := s.call(ctx, op, fn)

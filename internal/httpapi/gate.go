@@ -1,0 +1,38 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// readinessGate answers whether capture is ready (synchro.is_ready, ADR 001
+// "Readiness") for pull and rebuild, asking the database at most once per
+// interval and sharing the answer between requests. It is fail-closed: an error
+// or a timeout is "not ready".
+type readinessGate struct {
+	pool     *pgxpool.Pool
+	interval time.Duration
+
+	mu        sync.Mutex
+	checkedAt time.Time
+	ready     bool
+}
+
+func (g *readinessGate) isReady(ctx context.Context) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if time.Since(g.checkedAt) < g.interval {
+		return g.ready
+	}
+	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
+	defer cancel()
+	var ready bool
+	if err := g.pool.QueryRow(ctx, `SELECT synchro.is_ready()`).Scan(&ready); err != nil {
+		ready = false
+	}
+	g.ready, g.checkedAt = ready, time.Now()
+	return ready
+}
