@@ -21,42 +21,37 @@ DECLARE
     requested jsonb := coalesce(nullif(request -> 'scopes', 'null'), '{}');
     p synchro.progress;
     hw pg_lsn;
-    page jsonb;
-    fetched integer;
+    active jsonb;   -- [{scope, lsn, ev, eff}]: requested, assigned scopes whose cursor resumes
+    fetched jsonb;  -- [{n, scope, lsn, ev, eff, table_id, key, op, version}]: up to page_limit + 1 effects
     has_more boolean;
     cursors jsonb;
+    page jsonb;
 BEGIN
     PERFORM synchro.capture_gate(c.client_id);
     SELECT * INTO STRICT p FROM synchro.progress;
     hw := coalesce(p.materialized_commit_lsn, '0/0');
 
-    CREATE TEMP TABLE IF NOT EXISTS synchro_pull_scope (scope text PRIMARY KEY, lsn pg_lsn, ev integer, eff integer) ON COMMIT DELETE ROWS;
-    CREATE TEMP TABLE IF NOT EXISTS synchro_pull_page (n integer, scope text, commit_lsn pg_lsn, event_ordinal integer,
-        effect_ordinal integer, table_id integer, key text, op text, version text) ON COMMIT DELETE ROWS;
-    DELETE FROM synchro_pull_scope;
-    DELETE FROM synchro_pull_page;
-
-    INSERT INTO synchro_pull_scope
-    SELECT k, x.lsn, x.event_ordinal, x.effect_ordinal
+    SELECT coalesce(jsonb_agg(jsonb_build_object('scope', k, 'lsn', x.lsn, 'ev', x.event_ordinal, 'eff', x.effect_ordinal)), '[]')
+    INTO active
     FROM jsonb_object_keys(requested) k
     CROSS JOIN LATERAL synchro.read_scope_cursor(requested -> k ->> 'cursor', p.stream_generation, k, hw) x
     WHERE k = ANY (c.scope_set) AND x.lsn IS NOT NULL;
 
-    INSERT INTO synchro_pull_page
-    SELECT row_number() OVER (ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.scope COLLATE "C"), e.*
-    FROM (SELECT e.scope, e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.table_id, e.key, e.op, e.version
-          FROM synchro_pull_scope s
-          CROSS JOIN LATERAL (SELECT * FROM synchro.effect e
-                              WHERE e.stream_generation = p.stream_generation AND e.scope = s.scope
-                                AND (e.commit_lsn, e.event_ordinal, e.effect_ordinal) > (s.lsn, s.ev, s.eff)
-                                AND e.commit_lsn <= hw
-                              ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal
-                              LIMIT page_limit + 1) e
-          ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.scope COLLATE "C"
-          LIMIT page_limit + 1) e;
-    GET DIAGNOSTICS fetched = ROW_COUNT;
-    has_more := fetched > page_limit;
-    DELETE FROM synchro_pull_page WHERE n > page_limit;
+    SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY e.n), '[]')
+    INTO fetched
+    FROM (SELECT row_number() OVER (ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.scope COLLATE "C") AS n,
+                 e.scope, e.commit_lsn AS lsn, e.event_ordinal AS ev, e.effect_ordinal AS eff, e.table_id, e.key, e.op, e.version
+          FROM (SELECT e.*
+                FROM jsonb_to_recordset(active) AS s(scope text, lsn pg_lsn, ev integer, eff integer)
+                CROSS JOIN LATERAL (SELECT * FROM synchro.effect e
+                                    WHERE e.stream_generation = p.stream_generation AND e.scope = s.scope
+                                      AND (e.commit_lsn, e.event_ordinal, e.effect_ordinal) > (s.lsn, s.ev, s.eff)
+                                      AND e.commit_lsn <= hw
+                                    ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal
+                                    LIMIT page_limit + 1) e
+                ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.scope COLLATE "C"
+                LIMIT page_limit + 1) e) e;
+    has_more := jsonb_array_length(fetched) > page_limit;
 
     SELECT coalesce(jsonb_agg(
                jsonb_build_object('scope', e.scope, 'table', t.name, 'op', e.op,
@@ -66,27 +61,30 @@ BEGIN
                        ELSE '{}' END
                ORDER BY e.n), '[]')
     INTO page
-    FROM synchro_pull_page e
+    FROM jsonb_to_recordset(fetched) AS e(n integer, scope text, table_id integer, key text, op text, version text)
     JOIN synchro.synced_table t ON t.table_id = e.table_id
     JOIN synchro.relation r ON r.relation_id = t.relation_id
-    LEFT JOIN synchro.row_version v ON v.version = e.version;
+    LEFT JOIN synchro.row_version v ON v.version = e.version
+    WHERE e.n <= page_limit;
 
     -- A scope is done when no effect after its last delivered one is left at or
-    -- before hw; only a page that had more can leave one.
+    -- before hw; only a page that had more can leave one. A cut scope resumes
+    -- after its last delivered effect (or where it was).
     SELECT coalesce(jsonb_object_agg(s.scope,
                CASE WHEN has_more AND EXISTS (
                         SELECT FROM synchro.effect e
                         WHERE e.stream_generation = p.stream_generation AND e.scope = s.scope AND e.commit_lsn <= hw
-                          AND (e.commit_lsn, e.event_ordinal, e.effect_ordinal) > (coalesce(l.commit_lsn, s.lsn),
-                                                                                  coalesce(l.event_ordinal, s.ev),
-                                                                                  coalesce(l.effect_ordinal, s.eff)))
-                    THEN synchro.scope_cursor(p.stream_generation, s.scope, coalesce(l.commit_lsn, s.lsn),
-                                              coalesce(l.event_ordinal, s.ev), coalesce(l.effect_ordinal, s.eff))
+                          AND (e.commit_lsn, e.event_ordinal, e.effect_ordinal) > (l.lsn, l.ev, l.eff))
+                    THEN synchro.scope_cursor(p.stream_generation, s.scope, l.lsn, l.ev, l.eff)
                     ELSE synchro.scope_cursor(p.stream_generation, s.scope, hw, 2147483647, 2147483647) END), '{}')
     INTO cursors
-    FROM synchro_pull_scope s
-    LEFT JOIN LATERAL (SELECT e.commit_lsn, e.event_ordinal, e.effect_ordinal FROM synchro_pull_page e
-                       WHERE e.scope = s.scope ORDER BY e.n DESC LIMIT 1) l ON true;
+    FROM jsonb_to_recordset(active) AS s(scope text, lsn pg_lsn, ev integer, eff integer)
+    CROSS JOIN LATERAL (SELECT coalesce(d.lsn, s.lsn) AS lsn, coalesce(d.ev, s.ev) AS ev, coalesce(d.eff, s.eff) AS eff
+                        FROM (SELECT NULL) one
+                        LEFT JOIN LATERAL (SELECT d.lsn, d.ev, d.eff
+                                           FROM jsonb_to_recordset(fetched) AS d(n integer, scope text, lsn pg_lsn, ev integer, eff integer)
+                                           WHERE d.scope = s.scope AND d.n <= page_limit
+                                           ORDER BY d.n DESC LIMIT 1) d ON true) l;
 
     RETURN jsonb_build_object(
         'changes', page,
@@ -99,10 +97,11 @@ BEGIN
                                 FROM jsonb_object_keys(requested) k WHERE k <> ALL (c.scope_set)), '[]')),
         'rebuild', coalesce((SELECT jsonb_agg(k ORDER BY k COLLATE "C")
                              FROM jsonb_object_keys(requested) k
-                             WHERE k = ANY (c.scope_set) AND NOT EXISTS (SELECT FROM synchro_pull_scope s WHERE s.scope = k)), '[]'),
+                             WHERE k = ANY (c.scope_set)
+                               AND NOT EXISTS (SELECT FROM jsonb_array_elements(active) a WHERE a ->> 'scope' = k)), '[]'),
         'has_more', has_more)
         || CASE WHEN has_more THEN '{}'
-                ELSE jsonb_build_object('checksums', coalesce((SELECT jsonb_object_agg(s.scope,
-                         synchro.scope_checksum(p.stream_generation, s.scope, hw)) FROM synchro_pull_scope s), '{}')) END;
+                ELSE jsonb_build_object('checksums', coalesce((SELECT jsonb_object_agg(a ->> 'scope',
+                         synchro.scope_checksum(p.stream_generation, a ->> 'scope', hw)) FROM jsonb_array_elements(active) a), '{}')) END;
 END
 $$;
