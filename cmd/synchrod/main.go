@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	router := httpapi.NewRouter(httpapi.Deps{Pool: servicePool, Metrics: m, Sync: &httpapi.Sync{
 		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
-		PushLockTimeout: *pushLockTimeout, Log: log,
+		PushLockTimeout: *pushLockTimeout, Log: log, Metrics: m,
 	}})
 	srv := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/synchro-sync/synchro/internal/auth"
 	"github.com/synchro-sync/synchro/internal/db"
+	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/wire"
 )
 
@@ -34,6 +35,8 @@ type Sync struct {
 	// rebuild (503 not_ready when capture is not ready); 0 means one second.
 	ReadinessInterval time.Duration
 	Log               *slog.Logger
+	// Metrics, when set, counts error answers and push outcomes.
+	Metrics *metrics.Metrics
 
 	gate     readinessGate
 	gateOnce sync.Once
@@ -110,11 +113,13 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 	return handlers.CompressHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, err := s.Auth.User(r)
 		if err != nil {
+			s.Metrics.ObserveSyncError(op, "auth_required")
 			writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "auth_required", Message: err.Error()})
 			return
 		}
 		body, apiErr := fn(w, r, user)
 		if apiErr != nil {
+			s.Metrics.ObserveSyncError(op, apiErr.Code)
 			writeError(w, apiErr)
 			return
 		}
@@ -194,7 +199,7 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 	if err != nil {
 		return nil, fromDatabase(err, s.Log, "push")
 	}
-	return renderServerRows(out, s.Log)
+	return s.renderServerRows(out)
 }
 
 func (s *Sync) pull(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {
@@ -295,8 +300,10 @@ func (s *Sync) waitForCapture(ctx context.Context, op string, fn func(q *db.Quer
 }
 
 // renderServerRows replaces every server_row_text of a push answer (rows as
-// synchro.row_text returns them) with server_row in wire form.
-func renderServerRows(body []byte, log *slog.Logger) (json.RawMessage, *apiError) {
+// synchro.row_text returns them) with server_row in wire form, and counts the
+// outcomes.
+func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
+	log := s.Log
 	var resp map[string]json.RawMessage
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, fromDatabase(err, log, "push")
@@ -307,6 +314,11 @@ func renderServerRows(body []byte, log *slog.Logger) (json.RawMessage, *apiError
 			return nil, fromDatabase(err, log, "push")
 		}
 		for _, o := range outcomes {
+			var code string
+			if json.Unmarshal(o["code"], &code) != nil || code == "" {
+				code = "applied"
+			}
+			s.Metrics.ObservePushOutcome(code)
 			text, ok := o["server_row_text"]
 			if !ok {
 				continue

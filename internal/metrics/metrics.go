@@ -25,6 +25,8 @@ type Metrics struct {
 	batchDuration prometheus.Histogram
 	httpRequests  *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
+	syncErrors    *prometheus.CounterVec
+	pushOutcomes  *prometheus.CounterVec
 }
 
 // New registers every collector; capture lag and poison state are read from
@@ -47,8 +49,13 @@ func New(pool *pgxpool.Pool) *Metrics {
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "synchro_http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: prometheus.DefBuckets}, []string{"route"}),
+		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "synchro_sync_errors_total", Help: "Sync protocol error answers by endpoint and error code."}, []string{"endpoint", "code"}),
+		pushOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "synchro_push_mutations_total", Help: "Push mutation outcomes: applied, or the rejection code."}, []string{"outcome"}),
 	}
 	m.registry.MustRegister(m.transactions, m.rows, m.batchSize, m.batchDuration, m.httpRequests, m.httpDuration,
+		m.syncErrors, m.pushOutcomes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&captureCollector{pool: pool})
 	return m
@@ -143,4 +150,21 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, lagBytes)
 	ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, lagSeconds)
 	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, poison)
+}
+
+// ObserveSyncError counts one sync protocol error answer.
+func (m *Metrics) ObserveSyncError(endpoint, code string) {
+	if m == nil {
+		return
+	}
+	m.syncErrors.WithLabelValues(endpoint, code).Inc()
+}
+
+// ObservePushOutcome counts one push mutation outcome ("applied" or the
+// rejection code).
+func (m *Metrics) ObservePushOutcome(outcome string) {
+	if m == nil {
+		return
+	}
+	m.pushOutcomes.WithLabelValues(outcome).Inc()
 }
