@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.IntVar(&limits.MaxMutations, "max-mutations", limits.MaxMutations, "most mutations per push (env SYNCHRO_MAX_MUTATIONS)")
 	fs.IntVar(&limits.MaxPageSize, "max-page-size", limits.MaxPageSize, "largest pull or rebuild page; larger limits are capped (env SYNCHRO_MAX_PAGE_SIZE)")
 	captureWait := fs.Duration("capture-wait", 2*time.Second, "how long pull and rebuild wait for a client's pushed changes to be captured before 503 capture_pending (env SYNCHRO_CAPTURE_WAIT)")
+	maxUserRequests := fs.Int("max-user-requests", 16, "most sync requests of one user in flight per process; more get 429 retry_later; 0 = unbounded (env SYNCHRO_MAX_USER_REQUESTS)")
 	pushLockTimeout := fs.Duration("push-lock-timeout", 5*time.Second, "how long a push mutation waits for a row lock before server_retryable (env SYNCHRO_PUSH_LOCK_TIMEOUT)")
 	minProtocol := fs.Int("min-protocol-version", 3, "lowest protocol version connect accepts (env SYNCHRO_MIN_PROTOCOL_VERSION)")
 	minAppVersion := fs.String("min-app-version", "", "lowest app_version connect accepts, dotted numbers; empty = any (env SYNCHRO_MIN_APP_VERSION)")
@@ -71,7 +72,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		"max-body-bytes": "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
 		"max-page-size": "SYNCHRO_MAX_PAGE_SIZE", "capture-wait": "SYNCHRO_CAPTURE_WAIT",
 		"push-lock-timeout": "SYNCHRO_PUSH_LOCK_TIMEOUT", "min-protocol-version": "SYNCHRO_MIN_PROTOCOL_VERSION",
-		"min-app-version": "SYNCHRO_MIN_APP_VERSION",
+		"min-app-version": "SYNCHRO_MIN_APP_VERSION", "max-user-requests": "SYNCHRO_MAX_USER_REQUESTS",
 	})); err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	router := httpapi.NewRouter(httpapi.Deps{Pool: servicePool, Metrics: m, Sync: &httpapi.Sync{
 		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
-		PushLockTimeout: *pushLockTimeout, Log: log, Metrics: m,
+		PushLockTimeout: *pushLockTimeout, Log: log, Metrics: m, MaxUserRequests: *maxUserRequests,
 	}})
 	srv := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -37,9 +37,13 @@ type Sync struct {
 	Log               *slog.Logger
 	// Metrics, when set, counts error answers and push outcomes.
 	Metrics *metrics.Metrics
+	// MaxUserRequests bounds one user's sync requests in flight in this process
+	// (429 retry_later above it); 0 = unbounded.
+	MaxUserRequests int
 
-	gate     readinessGate
-	gateOnce sync.Once
+	once  sync.Once
+	gate  readinessGate
+	users userLimiter
 }
 
 // captureRetryInterval is how often a waiting pull or rebuild asks again.
@@ -111,12 +115,20 @@ func (s *Sync) routes(r *mux.Router) {
 // handle authenticates the request, runs fn and writes its answer.
 func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError)) http.Handler {
 	return handlers.CompressHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.once.Do(s.setup)
 		user, err := s.Auth.User(r)
 		if err != nil {
 			s.Metrics.ObserveSyncError(op, "auth_required")
 			writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "auth_required", Message: err.Error()})
 			return
 		}
+		if !s.users.acquire(user) {
+			s.Metrics.ObserveSyncError(op, "retry_later")
+			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "retry_later",
+				Message: "too many requests of this user in flight; retry later", RetryAfter: 1})
+			return
+		}
+		defer s.users.release(user)
 		body, apiErr := fn(w, r, user)
 		if apiErr != nil {
 			s.Metrics.ObserveSyncError(op, apiErr.Code)
@@ -127,6 +139,15 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 	}))
+}
+
+// setup prepares the shared state of the handlers from the configuration.
+func (s *Sync) setup() {
+	s.gate = readinessGate{pool: s.Pool, interval: s.ReadinessInterval}
+	if s.gate.interval <= 0 {
+		s.gate.interval = time.Second
+	}
+	s.users = userLimiter{max: s.MaxUserRequests}
 }
 
 // first is the first non-nil error of es.
@@ -275,12 +296,6 @@ func (s *Sync) call(ctx context.Context, op string, fn func(q *db.Queries) ([]by
 // not_ready); while it is refused with capture_pending it asks again until
 // CaptureWait has passed (the refusal advanced nothing, so asking again is safe).
 func (s *Sync) waitForCapture(ctx context.Context, op string, fn func(q *db.Queries) ([]byte, error)) (json.RawMessage, *apiError) {
-	s.gateOnce.Do(func() {
-		s.gate = readinessGate{pool: s.Pool, interval: s.ReadinessInterval}
-		if s.gate.interval <= 0 {
-			s.gate.interval = time.Second
-		}
-	})
 	if !s.gate.isReady(ctx) {
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "not_ready",
 			Message: "capture is not ready; retry later", RetryAfter: 1}
