@@ -2,9 +2,27 @@
 # run.sh: run synchrod. Without SYNCHRO_DATABASE_URL it starts (or reuses) a local
 # cluster under .synchro/pg (git-ignored) and creates the database "synchro".
 # Then it applies migrations and starts synchrod on SYNCHRO_LISTEN (default
-# 127.0.0.1:8080).
+# 127.0.0.1:8080). With EXAMPLE=<name> (make run EXAMPLE=notes) it also applies
+# examples/<name>/schema.sql with psql once the capture stream has started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+example_sql=""
+if [ -n "${EXAMPLE:-}" ]; then
+  example_sql="examples/$EXAMPLE/schema.sql"
+  if [ ! -f "$example_sql" ]; then
+    echo "run: no example \"$EXAMPLE\": $example_sql does not exist (examples: $(ls examples 2>/dev/null | paste -sd ' ' -))" >&2
+    exit 1
+  fi
+fi
+
+# psql of the newest local server binaries (PG_BIN wins), else the one on PATH.
+psql_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)/psql
+if [ -n "${PG_BIN:-}" ]; then
+  psql_bin=$PG_BIN/psql
+elif [ ! -x "$psql_bin" ]; then
+  psql_bin=$(command -v psql || true)
+fi
 
 mkdir -p .synchro/bin
 go build -o .synchro/bin/ ./cmd/synchrod ./cmd/synchroctl
@@ -12,7 +30,6 @@ go build -o .synchro/bin/ ./cmd/synchrod ./cmd/synchroctl
 if [ -z "${SYNCHRO_DATABASE_URL:-}" ]; then
   port=${SYNCHRO_PG_PORT:-54329}
   admin=$(scripts/pgcluster.sh start .synchro/pg "$port")
-  psql_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)/psql
   if ! "$psql_bin" -X -q -At "$admin" -c "SELECT 1 FROM pg_database WHERE datname = 'synchro'" | grep -q 1; then
     "$psql_bin" -X -q "$admin" -c "CREATE DATABASE synchro"
   fi
@@ -39,4 +56,53 @@ if [ -z "${SYNCHRO_AUTH_MODE:-}" ]; then
 fi
 
 .synchro/bin/synchroctl migrate
-exec .synchro/bin/synchrod
+if [ -z "$example_sql" ]; then
+  exec .synchro/bin/synchrod
+fi
+
+# The example is applied once the worker has started the capture stream (created
+# the replication slot): rows written before that are never captured, so the
+# example's seed rows would not reach any client.
+if [ -z "$psql_bin" ] || [ ! -x "$psql_bin" ]; then
+  echo "run: EXAMPLE=$EXAMPLE needs psql (set PG_BIN or put psql on PATH)" >&2
+  exit 1
+fi
+.synchro/bin/synchrod &
+synchrod_pid=$!
+trap 'kill -TERM "$synchrod_pid" 2>/dev/null || true' INT TERM
+stop() {
+  kill -TERM "$synchrod_pid" 2>/dev/null || true
+  wait "$synchrod_pid" 2>/dev/null || true
+  exit 1
+}
+stream_started() {
+  [ "$("$psql_bin" -X -q -At "$SYNCHRO_DATABASE_URL" -c "SELECT EXISTS (SELECT FROM synchro.progress)" 2>/dev/null)" = t ]
+}
+for i in $(seq 1 1500); do
+  kill -0 "$synchrod_pid" 2>/dev/null || break
+  stream_started && break
+  if [ "$i" = 25 ]; then
+    echo "run: waiting for the capture worker to start the stream before applying $example_sql" \
+      "(creating the replication slot waits for the cluster's open transactions)" >&2
+  fi
+  sleep 0.2
+done
+if kill -0 "$synchrod_pid" 2>/dev/null; then
+  if ! stream_started; then
+    echo "run: warning: the capture stream has not started after 5 minutes; rows $example_sql writes now will not be captured" >&2
+  fi
+  if PGOPTIONS="-c client_min_messages=warning" "$psql_bin" -X -q -v ON_ERROR_STOP=1 -o /dev/null \
+      "$SYNCHRO_DATABASE_URL" -f "$example_sql"; then
+    echo "example $EXAMPLE: applied $example_sql (see examples/$EXAMPLE/README.md)" >&2
+  else
+    echo "run: applying $example_sql failed; stopping synchrod" >&2
+    stop
+  fi
+fi
+status=0
+wait "$synchrod_pid" || status=$?
+while kill -0 "$synchrod_pid" 2>/dev/null; do # the wait was interrupted by a signal
+  status=0
+  wait "$synchrod_pid" || status=$?
+done
+exit "$status"

@@ -46,14 +46,15 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
+	only := flag.String("only", "", "run only the capture or the sync measures")
 	flag.Parse()
-	if err := run(context.Background(), *url, *seconds, *pgbin, *jsonOut); err != nil {
+	if err := run(context.Background(), *url, *seconds, *pgbin, *jsonOut, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "synchrobench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut string) error {
+func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only string) error {
 	if adminURL == "" {
 		return fmt.Errorf("pass --database-url")
 	}
@@ -65,18 +66,27 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut strin
 		pgbin = filepath.Dir(matches[len(matches)-1])
 	}
 	var rows []row
-	for _, width := range []int{1, 10} {
-		r, err := captureRun(ctx, adminURL, pgbin, width, seconds)
+	if only == "" || only == "capture" {
+		for _, width := range []int{1, 10} {
+			r, err := captureRun(ctx, adminURL, pgbin, width, seconds)
+			if err != nil {
+				return fmt.Errorf("%d-row transactions: %w", width, err)
+			}
+			rows = append(rows, r...)
+		}
+		r, err := latencyRun(ctx, adminURL, pgbin, seconds)
 		if err != nil {
-			return fmt.Errorf("%d-row transactions: %w", width, err)
+			return fmt.Errorf("latency: %w", err)
 		}
 		rows = append(rows, r...)
 	}
-	r, err := latencyRun(ctx, adminURL, pgbin, seconds)
-	if err != nil {
-		return fmt.Errorf("latency: %w", err)
+	if only == "" || only == "sync" {
+		r, err := syncRun(ctx, adminURL, seconds)
+		if err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		rows = append(rows, r...)
 	}
-	rows = append(rows, r...)
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEASURE\tVALUE\tUNIT\tBASELINE (same run)\tRATIO\tTARGET")
@@ -87,7 +97,7 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut strin
 		}
 		base := "-"
 		if r.Baseline != "" {
-			base = fmt.Sprintf("%s %.0f", r.Baseline, r.BaseVal)
+			base = fmt.Sprintf("%s %.1f", r.Baseline, r.BaseVal)
 		}
 		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t%s\n", r.Name, r.Value, r.Unit, base, ratio, orDash(r.Target))
 	}

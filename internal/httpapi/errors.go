@@ -69,7 +69,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, e.Status, map[string]any{"error": map[string]any{
+	body := map[string]any{"error": map[string]any{
 		"code": e.Code, "message": e.Message, "retryable": retryable[e.Code],
-	}})
+	}}
+	if e.Code == "upgrade_required" {
+		body["schema"] = map[string]string{"action": "unsupported"} // connect's schema action
+	}
+	writeJSON(w, e.Status, body)
 }

@@ -24,13 +24,16 @@ DECLARE
     hw pg_lsn;
 BEGIN
     SELECT * INTO STRICT s FROM synchro.settings;
-    IF (request ->> 'protocol_version')::integer < s.min_protocol_version THEN
+    -- numeric: the HTTP layer passes any 64-bit integer, which need not fit integer.
+    IF (request ->> 'protocol_version')::numeric < s.min_protocol_version THEN
         PERFORM synchro.refuse(426, 'upgrade_required',
             format('protocol version %s is not supported; the minimum is %s', request ->> 'protocol_version', s.min_protocol_version));
     END IF;
-    IF s.min_app_version IS NOT NULL AND request ->> 'app_version' ~ '^[0-9]+(\.[0-9]+)*$'
-       AND string_to_array(request ->> 'app_version', '.')::numeric[] < string_to_array(s.min_app_version, '.')::numeric[] THEN
-        PERFORM synchro.refuse(426, 'upgrade_required', format('app version is below the minimum %s', s.min_app_version));
+    IF s.min_app_version IS NOT NULL AND (CASE WHEN request ->> 'app_version' ~ '^[0-9]{1,9}(\.[0-9]{1,9})*$'
+            THEN string_to_array(request ->> 'app_version', '.')::numeric[] < string_to_array(s.min_app_version, '.')::numeric[]
+            ELSE true END) THEN
+        PERFORM synchro.refuse(426, 'upgrade_required',
+            format('app_version must be dotted numbers at least %s', s.min_app_version));
     END IF;
 
     sch := synchro.current_schema();

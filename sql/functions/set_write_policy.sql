@@ -19,7 +19,7 @@ BEGIN
     IF fn IS NOT NULL AND NOT EXISTS (
         SELECT FROM pg_proc p
         WHERE p.oid = fn AND NOT p.proretset AND p.prorettype = 'boolean'::regtype AND p.prokind = 'f'
-          AND p.proargtypes::oid[] = ARRAY['text', 'text', 'text', 'jsonb', 'jsonb']::regtype[]::oid[]) THEN
+          AND ARRAY(SELECT unnest(p.proargtypes::oid[])) = ARRAY['text', 'text', 'text', 'jsonb', 'jsonb']::regtype[]::oid[]) THEN
         RAISE EXCEPTION 'synchro: write policy % rejected: it must be a function (user_id text, op text, table_name text, before jsonb, after jsonb) RETURNS boolean', fn
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

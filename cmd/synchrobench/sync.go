@@ -1,0 +1,549 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/auth"
+)
+
+// benchSecret signs the benchmark's tokens (HS256).
+const benchSecret = "synchrobench-secret-0123456789abcdef"
+
+// syncServer is a synchrod process serving a benchmark database.
+type syncServer struct {
+	base string
+	cmd  *exec.Cmd
+	http *http.Client
+}
+
+// startSynchrod builds and starts synchrod over url and waits until it is ready.
+func startSynchrod(ctx context.Context, url, slot string) (*syncServer, error) {
+	dir, err := os.MkdirTemp("", "synchrobench-bin-")
+	if err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", dir, "./cmd/synchrod").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build synchrod: %v: %s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(filepath.Join(dir, "synchrod"), "--database-url", url, "--listen", addr, "--slot", slot,
+		"--max-user-requests", "0", "--max-page-size", "1000", "--capture-wait", "10s")
+	cmd.Env = append(os.Environ(), "SYNCHRO_AUTH_MODE=jwt", "SYNCHRO_JWT_HS256_SECRET="+benchSecret)
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &syncServer{base: "http://" + addr, cmd: cmd, http: &http.Client{
+		Timeout:   60 * time.Second,
+		Transport: &http.Transport{MaxIdleConns: 2000, MaxIdleConnsPerHost: 2000},
+	}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := s.http.Get(s.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("synchrod did not become ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *syncServer) stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}
+
+// peakRSS is synchrod's peak resident memory (VmHWM) in MiB.
+func (s *syncServer) peakRSS() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM")
+}
+
+// call posts body to path as user and decodes the 200 answer into out,
+// retrying retryable refusals (429, 503) for up to 30 s as a client would.
+func (s *syncServer) call(ctx context.Context, user, path string, body, out any) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		retry, err := s.callOnce(ctx, user, path, body, out)
+		if !retry || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *syncServer) callOnce(ctx context.Context, user, path string, body, out any) (retry bool, err error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return false, err
+	}
+	tok, err := auth.MintHS256([]byte(benchSecret), "sub", user, time.Hour, time.Now())
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, bytes.NewReader(raw))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+		return retry, fmt.Errorf("%s: %d %s", path, resp.StatusCode, b)
+	}
+	return false, json.Unmarshal(b, out)
+}
+
+type pullAnswer struct {
+	Changes      []json.RawMessage `json:"changes"`
+	ScopeCursors map[string]string `json:"scope_cursors"`
+	HasMore      bool              `json:"has_more"`
+}
+
+type rebuildAnswer struct {
+	Records          []json.RawMessage `json:"records"`
+	Cursor           *string           `json:"cursor"`
+	HasMore          bool              `json:"has_more"`
+	FinalScopeCursor string            `json:"final_scope_cursor"`
+}
+
+// connectClient connects client as user and returns the scope's current cursor
+// (an empty rebuild of it).
+func (s *syncServer) connectClient(ctx context.Context, user, client string) (string, error) {
+	var ignored map[string]any
+	if err := s.call(ctx, user, "/sync/connect", map[string]any{"client_id": client, "protocol_version": 3}, &ignored); err != nil {
+		return "", err
+	}
+	_, cursor, err := s.rebuild(ctx, user, client, "user:"+user, 1000)
+	return cursor, err
+}
+
+// rebuild pages a whole scope and returns its rows and final scope cursor.
+func (s *syncServer) rebuild(ctx context.Context, user, client, scope string, limit int) (int, string, error) {
+	var cursor *string
+	rows := 0
+	for {
+		var a rebuildAnswer
+		if err := s.call(ctx, user, "/sync/rebuild", map[string]any{"client_id": client, "scope": scope, "cursor": cursor, "limit": limit}, &a); err != nil {
+			return 0, "", err
+		}
+		rows += len(a.Records)
+		if !a.HasMore {
+			return rows, a.FinalScopeCursor, nil
+		}
+		cursor = a.Cursor
+	}
+}
+
+func (s *syncServer) pull(ctx context.Context, user, client, scope, cursor string, limit int) (pullAnswer, error) {
+	var a pullAnswer
+	err := s.call(ctx, user, "/sync/pull", map[string]any{"client_id": client, "limit": limit,
+		"scopes": map[string]any{scope: map[string]any{"cursor": cursor}}}, &a)
+	return a, err
+}
+
+func percentiles(samples []time.Duration) (p50, p99 float64) {
+	if len(samples) == 0 {
+		return 0, 0
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	at := func(q float64) float64 {
+		return float64(samples[int(q*float64(len(samples)-1))].Microseconds()) / 1000
+	}
+	return at(0.5), at(0.99)
+}
+
+// syncRun measures the sync API of a synchrod process: push throughput,
+// commit-to-pull-visible latency, pull page latency under 1,000 polling clients,
+// rebuild throughput of a 100,000-row scope and synchrod's peak memory, each
+// beside a same-run baseline of plain SQL.
+func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
+	url, pool, err := benchDB(ctx, adminURL, "bench_sync")
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench.plain (id bigint PRIMARY KEY, owner text NOT NULL, body text)`); err != nil {
+		return nil, err
+	}
+	srv, err := startSynchrod(ctx, url, "synchro_bench_sync")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	var rows []row
+
+	r, err := pushBench(ctx, srv, pool, seconds)
+	if err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	rows = append(rows, r...)
+	if r, err = visibilityBench(ctx, srv, pool, seconds); err != nil {
+		return nil, fmt.Errorf("pull-visible latency: %w", err)
+	}
+	rows = append(rows, r...)
+	if r, err = pageBench(ctx, srv, pool, seconds); err != nil {
+		return nil, fmt.Errorf("pull pages: %w", err)
+	}
+	rows = append(rows, r...)
+	if r, err = rebuildBench(ctx, srv, pool); err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	rows = append(rows, r...)
+	mib, err := srv.peakRSS()
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, row{Name: "synchrod peak memory (VmHWM) after the sync runs", Value: mib, Unit: "MiB"}), nil
+}
+
+// pushBench: 4 clients push 50-mutation insert batches for the given time;
+// baseline: 4 connections commit 50 single-row INSERTs per transaction into an
+// unregistered table of the same shape.
+func pushBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds int) ([]row, error) {
+	const clients, batch = 4, 50
+	progress("sync: push, %d clients x %d-mutation batches for %ds", clients, batch, seconds)
+	var mu sync.Mutex
+	var total int
+	var firstErr error
+	var wg sync.WaitGroup
+	end := time.Now().Add(time.Duration(seconds) * time.Second)
+	t0 := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			user, client := fmt.Sprintf("pusher%d", c), fmt.Sprintf("push-client-%d", c)
+			var ignored map[string]any
+			err := srv.call(ctx, user, "/sync/connect", map[string]any{"client_id": client, "protocol_version": 3}, &ignored)
+			for n := 0; err == nil && time.Now().Before(end); n++ {
+				muts := make([]map[string]any, batch)
+				for i := range muts {
+					id := (c+1)*100_000_000 + n*batch + i
+					muts[i] = map[string]any{"mutation_id": strconv.Itoa(id), "table": "items", "op": "insert",
+						"pk": map[string]any{"id": id}, "columns": map[string]any{"owner": user, "body": "payload"}}
+				}
+				var a struct{ Accepted []json.RawMessage }
+				if err = srv.call(ctx, user, "/sync/push", map[string]any{"client_id": client, "mutations": muts}, &a); err == nil {
+					if len(a.Accepted) != batch {
+						err = fmt.Errorf("only %d of %d mutations applied", len(a.Accepted), batch)
+					}
+					mu.Lock()
+					total += len(a.Accepted)
+					mu.Unlock()
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		}(c)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	pushRate := float64(total) / time.Since(t0).Seconds()
+
+	var plain int
+	end = time.Now().Add(time.Duration(seconds) * time.Second)
+	t0 = time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			var err error
+			for n := 0; err == nil && time.Now().Before(end); n++ {
+				err = func() error {
+					tx, err := pool.Begin(ctx)
+					if err != nil {
+						return err
+					}
+					defer tx.Rollback(ctx)
+					for i := 0; i < batch; i++ {
+						id := (c+1)*100_000_000 + n*batch + i
+						if _, err := tx.Exec(ctx, `INSERT INTO bench.plain VALUES ($1, $2, 'payload')`, id, "u"); err != nil {
+							return err
+						}
+					}
+					return tx.Commit(ctx)
+				}()
+				if err == nil {
+					mu.Lock()
+					plain += batch
+					mu.Unlock()
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		}(c)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	plainRate := float64(plain) / time.Since(t0).Seconds()
+	return []row{{Name: fmt.Sprintf("push throughput (%d clients, %d-mutation batches)", clients, batch), Value: pushRate,
+		Unit: "mutations/s", Baseline: "plain INSERT, same batches", BaseVal: plainRate}}, nil
+}
+
+// visibilityBench: one connected client pulls in a tight loop while rows are
+// committed directly every 20 ms; latency is commit to the pull that first
+// returns the row (one clock, this process).
+func visibilityBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds int) ([]row, error) {
+	progress("sync: commit-to-pull-visible latency for %ds", seconds)
+	const user, client = "watcher", "watch-client"
+	cursor, err := srv.connectClient(ctx, user, client)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	committed := map[string]time.Time{}
+	done := make(chan error, 1)
+	go func() {
+		end := time.Now().Add(time.Duration(seconds) * time.Second)
+		for i := 0; time.Now().Before(end); i++ {
+			id := 900_000_000 + i
+			if _, err := pool.Exec(ctx, `INSERT INTO bench.items VALUES ($1, $2, 'visible')`, id, user); err != nil {
+				done <- err
+				return
+			}
+			mu.Lock()
+			committed[strconv.Itoa(id)] = time.Now()
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	var samples []time.Duration
+	writerDone := false
+	for !writerDone || len(samples) < len(committed) {
+		select {
+		case err := <-done:
+			if err != nil {
+				return nil, err
+			}
+			writerDone = true
+		default:
+		}
+		a, err := srv.pull(ctx, user, client, "user:"+user, cursor, 1000)
+		if err != nil {
+			return nil, err
+		}
+		seen := time.Now()
+		for _, c := range a.Changes {
+			var ch struct {
+				PK struct{ ID json.Number } `json:"pk"`
+			}
+			if err := json.Unmarshal(c, &ch); err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			at, ok := committed[ch.PK.ID.String()]
+			mu.Unlock()
+			if ok {
+				samples = append(samples, seen.Sub(at))
+			}
+		}
+		cursor = a.ScopeCursors["user:"+user]
+	}
+	p50, p99 := percentiles(samples)
+	return []row{
+		{Name: fmt.Sprintf("commit-to-pull-visible p50 (%d rows, tight polling)", len(samples)), Value: p50, Unit: "ms"},
+		{Name: "commit-to-pull-visible p99", Value: p99, Unit: "ms"},
+	}, nil
+}
+
+// pageBench: 1,000 connected clients poll incrementally every 10 s while one
+// client pulls the same 500-change page repeatedly; baseline: a bare SELECT of
+// the same 500 rows.
+func pageBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds int) ([]row, error) {
+	const pollers, page, pollEvery = 1000, 500, 10 * time.Second
+	const user = "reader"
+	progress("sync: connecting %d polling clients", pollers)
+	cursors := make([]string, pollers)
+	for i := range cursors {
+		c, err := srv.connectClient(ctx, user, fmt.Sprintf("poller-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		cursors[i] = c
+	}
+	measure, err := srv.connectClient(ctx, user, "page-client")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO bench.items SELECT 800000000 + g, $1, repeat('x', 100) FROM generate_series(1, $2) g`, user, page); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`); err != nil {
+		return nil, err
+	}
+	progress("sync: %d clients polling; pulling %d-change pages for %ds", pollers, page, seconds)
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range cursors {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			tick := time.NewTicker(pollEvery)
+			defer tick.Stop()
+			time.Sleep(time.Duration(i) * pollEvery / pollers) // spread the polls
+			for {
+				if a, err := srv.pull(pctx, user, fmt.Sprintf("poller-%d", i), "user:"+user, cursors[i], page); err == nil {
+					cursors[i] = a.ScopeCursors["user:"+user]
+				}
+				select {
+				case <-pctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		}(i)
+	}
+	var samples []time.Duration
+	end := time.Now().Add(time.Duration(seconds) * time.Second)
+	for time.Now().Before(end) {
+		t0 := time.Now()
+		a, err := srv.pull(ctx, user, "page-client", "user:"+user, measure, page)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		if len(a.Changes) != page {
+			cancel()
+			wg.Wait()
+			return nil, fmt.Errorf("page of %d changes, want %d", len(a.Changes), page)
+		}
+		samples = append(samples, time.Since(t0))
+	}
+	cancel()
+	wg.Wait()
+	var base []time.Duration
+	for i := 0; i < len(samples); i++ {
+		t0 := time.Now()
+		rows, err := pool.Query(ctx, `SELECT id, owner, body FROM bench.items WHERE owner = $1 ORDER BY id LIMIT 500`, user)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+		if rows.Err() != nil {
+			return nil, rows.Err()
+		}
+		base = append(base, time.Since(t0))
+	}
+	p50, p99 := percentiles(samples)
+	b50, b99 := percentiles(base)
+	return []row{
+		{Name: fmt.Sprintf("pull page p50 (%d changes, %d clients polling)", page, pollers), Value: p50, Unit: "ms", Baseline: "bare SELECT page p50", BaseVal: b50},
+		{Name: "pull page p99", Value: p99, Unit: "ms", Baseline: "bare SELECT page p99", BaseVal: b99},
+	}, nil
+}
+
+// rebuildBench: a 100,000-row scope rebuilt in 1,000-row pages; baseline: the
+// same rows read by a bare keyset-paginated SELECT.
+func rebuildBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool) ([]row, error) {
+	const user, n = "big", 100_000
+	progress("sync: writing a %d-row scope", n)
+	for i := 0; i < n; i += 10_000 {
+		if _, err := pool.Exec(ctx, `INSERT INTO bench.items SELECT 700000000 + g, $1, repeat('x', 100) FROM generate_series($2::int, $2::int + 9999) g`, user, i); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`); err != nil {
+		return nil, err
+	}
+	var ignored map[string]any
+	if err := srv.call(ctx, user, "/sync/connect", map[string]any{"client_id": "big-client", "protocol_version": 3}, &ignored); err != nil {
+		return nil, err
+	}
+	progress("sync: rebuilding it")
+	t0 := time.Now()
+	got, _, err := srv.rebuild(ctx, user, "big-client", "user:"+user, 1000)
+	if err != nil {
+		return nil, err
+	}
+	rate := float64(got) / time.Since(t0).Seconds()
+	if got != n {
+		return nil, fmt.Errorf("rebuild returned %d rows, want %d", got, n)
+	}
+	t0 = time.Now()
+	last, read := int64(-1), 0
+	for {
+		rows, err := pool.Query(ctx, `SELECT id, owner, body FROM bench.items WHERE owner = $1 AND id > $2 ORDER BY id LIMIT 1000`, user, last)
+		if err != nil {
+			return nil, err
+		}
+		page := 0
+		for rows.Next() {
+			var owner, body string
+			if err := rows.Scan(&last, &owner, &body); err != nil {
+				return nil, err
+			}
+			page++
+		}
+		rows.Close()
+		read += page
+		if page < 1000 {
+			break
+		}
+	}
+	base := float64(read) / time.Since(t0).Seconds()
+	return []row{{Name: fmt.Sprintf("rebuild of a %d-row scope (1,000-row pages)", n), Value: rate, Unit: "rows/s",
+		Baseline: "bare SELECT pages", BaseVal: base}}, nil
+}
