@@ -406,16 +406,16 @@ func visibilityBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, s
 	}, nil
 }
 
-// pageBench: 1,000 connected clients poll incrementally every 10 s while one
-// client pulls the same 500-change page repeatedly; baseline: a bare SELECT of
-// the same 500 rows.
+// pageBench: 1,000 connected clients poll their (quiet) scope every 10 s while
+// one client pulls the same 500-change page of another scope repeatedly;
+// baseline: a bare SELECT of the same 500 rows.
 func pageBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds int) ([]row, error) {
 	const pollers, page, pollEvery = 1000, 500, 10 * time.Second
-	const user = "reader"
+	const user, pollUser = "reader", "poller"
 	progress("sync: connecting %d polling clients", pollers)
 	cursors := make([]string, pollers)
 	for i := range cursors {
-		c, err := srv.connectClient(ctx, user, fmt.Sprintf("poller-%d", i))
+		c, err := srv.connectClient(ctx, pollUser, fmt.Sprintf("poller-%d", i))
 		if err != nil {
 			return nil, err
 		}
@@ -442,8 +442,8 @@ func pageBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds
 			defer tick.Stop()
 			time.Sleep(time.Duration(i) * pollEvery / pollers) // spread the polls
 			for {
-				if a, err := srv.pull(pctx, user, fmt.Sprintf("poller-%d", i), "user:"+user, cursors[i], page); err == nil {
-					cursors[i] = a.ScopeCursors["user:"+user]
+				if a, err := srv.pull(pctx, pollUser, fmt.Sprintf("poller-%d", i), "user:"+pollUser, cursors[i], page); err == nil {
+					cursors[i] = a.ScopeCursors["user:"+pollUser]
 				}
 				select {
 				case <-pctx.Done():
