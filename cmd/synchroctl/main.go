@@ -25,6 +25,7 @@ var commands = map[string]command{
 	"registry": {"registry list: the registered relations", runRegistry},
 	"poison":   {"poison list | show ID | retry ID: blocking poison transactions", runPoison},
 	"status":   {"readiness checks, stream positions, lag, workers and poison", runStatus},
+	"client":   {"client sync: sync a local SQLite replica (demo)", runClient},
 
 	"dev-token": {"mint a development JWT (HS256) for a user", runDevToken},
 }
