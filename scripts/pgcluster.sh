@@ -3,6 +3,8 @@
 #
 #   scripts/pgcluster.sh start DIR PORT   initdb DIR if needed, start it, print its URL
 #   scripts/pgcluster.sh stop DIR         stop the cluster in DIR (no error if not running)
+#   scripts/pgcluster.sh crash DIR        immediate shutdown (no checkpoint: the next start
+#                                         runs crash recovery), for fault-injection tests
 #   scripts/pgcluster.sh url DIR PORT     print the URL only
 #
 # The cluster has wal_level=logical and room for many replication slots and WAL
@@ -11,7 +13,7 @@
 # Binaries come from PG_BIN, else the newest /usr/lib/postgresql/*/bin.
 set -euo pipefail
 
-cmd=${1:?usage: pgcluster.sh start|stop|url DIR [PORT]}
+cmd=${1:?usage: pgcluster.sh start|stop|crash|url DIR [PORT]}
 dir=${2:?data directory required}
 port=${3:-54329}
 
@@ -89,6 +91,9 @@ CONF
     if [ -f "$dir/PG_VERSION" ]; then
       as_pg "$pg_bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
     fi
+    ;;
+  crash)
+    as_pg "$pg_bin/pg_ctl" -D "$dir" -m immediate -w stop >&2
     ;;
   *)
     echo "pgcluster: unknown command $cmd" >&2
