@@ -64,11 +64,7 @@ BEGIN
         'protocol_version', 3,
         'schema', jsonb_build_object('version', sch.version, 'hash', sch.hash, 'action', action),
         'scope_set_version', c.scope_set_version,
-        'scopes', jsonb_build_object(
-            'add', coalesce((SELECT jsonb_agg(jsonb_build_object('id', a, 'cursor', NULL) ORDER BY a COLLATE "C")
-                             FROM unnest(c.scope_set) a WHERE NOT known ? a), '[]'),
-            'remove', coalesce((SELECT jsonb_agg(k ORDER BY k COLLATE "C")
-                                FROM jsonb_object_keys(known) k WHERE k <> ALL (c.scope_set)), '[]')),
+        'scopes', synchro.scope_diff(c.scope_set, known),
         'rebuild', coalesce((SELECT jsonb_agg(k ORDER BY k COLLATE "C")
                              FROM jsonb_object_keys(known) k
                              WHERE k = ANY (c.scope_set)

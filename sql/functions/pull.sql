@@ -90,11 +90,7 @@ BEGIN
         'changes', page,
         'scope_cursors', cursors,
         'scope_set_version', c.scope_set_version,
-        'scope_updates', jsonb_build_object(
-            'add', coalesce((SELECT jsonb_agg(jsonb_build_object('id', a, 'cursor', NULL) ORDER BY a COLLATE "C")
-                             FROM unnest(c.scope_set) a WHERE NOT requested ? a), '[]'),
-            'remove', coalesce((SELECT jsonb_agg(k ORDER BY k COLLATE "C")
-                                FROM jsonb_object_keys(requested) k WHERE k <> ALL (c.scope_set)), '[]')),
+        'scope_updates', synchro.scope_diff(c.scope_set, requested),
         'rebuild', coalesce((SELECT jsonb_agg(k ORDER BY k COLLATE "C")
                              FROM jsonb_object_keys(requested) k
                              WHERE k = ANY (c.scope_set)
