@@ -251,33 +251,74 @@ func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 func pushBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds int) ([]row, error) {
 	const clients, batch = 4, 50
 	progress("sync: push, %d clients x %d-mutation batches for %ds", clients, batch, seconds)
+	ids := func(c, n, i int) int { return (c+1)*100_000_000 + n*batch + i }
+	pushRate, err := ratePerSecond(clients, seconds, func(c int) (func(n int) (int, error), error) {
+		user, client := fmt.Sprintf("pusher%d", c), fmt.Sprintf("push-client-%d", c)
+		var ignored map[string]any
+		if err := srv.call(ctx, user, "/sync/connect", map[string]any{"client_id": client, "protocol_version": 3}, &ignored); err != nil {
+			return nil, err
+		}
+		return func(n int) (int, error) {
+			muts := make([]map[string]any, batch)
+			for i := range muts {
+				muts[i] = map[string]any{"mutation_id": strconv.Itoa(ids(c, n, i)), "table": "items", "op": "insert",
+					"pk": map[string]any{"id": ids(c, n, i)}, "columns": map[string]any{"owner": user, "body": "payload"}}
+			}
+			var a struct{ Accepted []json.RawMessage }
+			if err := srv.call(ctx, user, "/sync/push", map[string]any{"client_id": client, "mutations": muts}, &a); err != nil {
+				return 0, err
+			}
+			if len(a.Accepted) != batch {
+				return 0, fmt.Errorf("only %d of %d mutations applied", len(a.Accepted), batch)
+			}
+			return batch, nil
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	plainRate, err := ratePerSecond(clients, seconds, func(c int) (func(n int) (int, error), error) {
+		return func(n int) (int, error) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return 0, err
+			}
+			defer tx.Rollback(ctx)
+			for i := 0; i < batch; i++ {
+				if _, err := tx.Exec(ctx, `INSERT INTO bench.plain VALUES ($1, 'u', 'payload')`, ids(c, n, i)); err != nil {
+					return 0, err
+				}
+			}
+			return batch, tx.Commit(ctx)
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []row{{Name: fmt.Sprintf("push throughput (%d clients, %d-mutation batches)", clients, batch), Value: pushRate,
+		Unit: "mutations/s", Baseline: "plain INSERT, same batches", BaseVal: plainRate}}, nil
+}
+
+// ratePerSecond runs workers concurrently for the given time: each gets its step
+// function from setup and calls it with n = 0, 1, ... until the time is up; it
+// returns the steps' summed counts per second, or the first error.
+func ratePerSecond(workers, seconds int, setup func(w int) (func(n int) (int, error), error)) (float64, error) {
 	var mu sync.Mutex
 	var total int
 	var firstErr error
 	var wg sync.WaitGroup
 	end := time.Now().Add(time.Duration(seconds) * time.Second)
 	t0 := time.Now()
-	for c := 0; c < clients; c++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
-		go func(c int) {
+		go func(w int) {
 			defer wg.Done()
-			user, client := fmt.Sprintf("pusher%d", c), fmt.Sprintf("push-client-%d", c)
-			var ignored map[string]any
-			err := srv.call(ctx, user, "/sync/connect", map[string]any{"client_id": client, "protocol_version": 3}, &ignored)
+			step, err := setup(w)
 			for n := 0; err == nil && time.Now().Before(end); n++ {
-				muts := make([]map[string]any, batch)
-				for i := range muts {
-					id := (c+1)*100_000_000 + n*batch + i
-					muts[i] = map[string]any{"mutation_id": strconv.Itoa(id), "table": "items", "op": "insert",
-						"pk": map[string]any{"id": id}, "columns": map[string]any{"owner": user, "body": "payload"}}
-				}
-				var a struct{ Accepted []json.RawMessage }
-				if err = srv.call(ctx, user, "/sync/push", map[string]any{"client_id": client, "mutations": muts}, &a); err == nil {
-					if len(a.Accepted) != batch {
-						err = fmt.Errorf("only %d of %d mutations applied", len(a.Accepted), batch)
-					}
+				var done int
+				if done, err = step(n); err == nil {
 					mu.Lock()
-					total += len(a.Accepted)
+					total += done
 					mu.Unlock()
 				}
 			}
@@ -286,57 +327,10 @@ func pushBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds
 				firstErr = err
 				mu.Unlock()
 			}
-		}(c)
+		}(w)
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	pushRate := float64(total) / time.Since(t0).Seconds()
-
-	var plain int
-	end = time.Now().Add(time.Duration(seconds) * time.Second)
-	t0 = time.Now()
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			var err error
-			for n := 0; err == nil && time.Now().Before(end); n++ {
-				err = func() error {
-					tx, err := pool.Begin(ctx)
-					if err != nil {
-						return err
-					}
-					defer tx.Rollback(ctx)
-					for i := 0; i < batch; i++ {
-						id := (c+1)*100_000_000 + n*batch + i
-						if _, err := tx.Exec(ctx, `INSERT INTO bench.plain VALUES ($1, $2, 'payload')`, id, "u"); err != nil {
-							return err
-						}
-					}
-					return tx.Commit(ctx)
-				}()
-				if err == nil {
-					mu.Lock()
-					plain += batch
-					mu.Unlock()
-				}
-			}
-			if err != nil {
-				mu.Lock()
-				firstErr = err
-				mu.Unlock()
-			}
-		}(c)
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	plainRate := float64(plain) / time.Since(t0).Seconds()
-	return []row{{Name: fmt.Sprintf("push throughput (%d clients, %d-mutation batches)", clients, batch), Value: pushRate,
-		Unit: "mutations/s", Baseline: "plain INSERT, same batches", BaseVal: plainRate}}, nil
+	return float64(total) / time.Since(t0).Seconds(), firstErr
 }
 
 // visibilityBench: one connected client pulls in a tight loop while rows are
