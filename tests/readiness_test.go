@@ -622,7 +622,7 @@ func TestReadinessLimits(t *testing.T) {
 }
 
 // TestReadinessRoles: operators read readiness and configure its limits; the HTTP
-// service role can do neither.
+// service role only reads it.
 func TestReadinessRoles(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
@@ -631,12 +631,20 @@ func TestReadinessRoles(t *testing.T) {
 		`SELECT synchro.is_ready()`,
 		`SELECT synchro.configure_readiness('10 seconds', 1073741824, '60 seconds', current_database())`,
 	} {
-		if err := asRole(t, d, "synchro_service", sql); sqlState(err) != "42501" {
-			t.Errorf("service role ran %q: %v", sql, err)
-		}
 		if err := asRole(t, d, "synchro_operator", sql); err != nil {
 			t.Errorf("operator role cannot run %q: %v", sql, err)
 		}
+	}
+	// The HTTP service role reads readiness (GET /readyz, the pull gate) but
+	// cannot change its limits.
+	for _, sql := range []string{`SELECT * FROM synchro.readiness`, `SELECT synchro.is_ready()`} {
+		if err := asRole(t, d, "synchro_service", sql); err != nil {
+			t.Errorf("service role cannot run %q: %v", sql, err)
+		}
+	}
+	sql := `SELECT synchro.configure_readiness('10 seconds', 1073741824, '60 seconds', current_database())`
+	if err := asRole(t, d, "synchro_service", sql); sqlState(err) != "42501" {
+		t.Errorf("service role ran %q: %v", sql, err)
 	}
 }
 

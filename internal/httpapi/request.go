@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -59,7 +60,9 @@ func readBody(w http.ResponseWriter, r *http.Request, l Limits, v any) *apiError
 }
 
 // checkJSON verifies that body is exactly one JSON object, no deeper than
-// maxDepth, with no NUL character in any string.
+// maxDepth, with no NUL character in any string, and only what PostgreSQL's
+// jsonb can hold (values of pk and columns reach it as sent): no lone UTF-16
+// surrogate escape, no number beyond the range of numeric.
 func checkJSON(body []byte, maxDepth int) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -91,6 +94,10 @@ func checkJSON(body []byte, maxDepth int) error {
 			if strings.ContainsRune(t, 0) {
 				return errors.New("request body contains a NUL character")
 			}
+		case json.Number:
+			if !numericFits(string(t)) {
+				return errors.New("request body has a number out of range")
+			}
 		}
 		if depth == 0 && dec.More() {
 			return errors.New("request body has data after the JSON object")
@@ -99,7 +106,66 @@ func checkJSON(body []byte, maxDepth int) error {
 	if first {
 		return errors.New("request body is empty")
 	}
+	if loneSurrogate(body) {
+		return errors.New("request body has an unpaired UTF-16 surrogate escape")
+	}
 	return nil
+}
+
+// PostgreSQL numeric holds at most this many digits before and after the
+// decimal point.
+const (
+	numericMaxIntDigits  = 131072
+	numericMaxFracDigits = 16383
+)
+
+// numericFits reports whether the JSON number n (valid syntax) is within the
+// range of PostgreSQL numeric, counting digits as written (conservative).
+func numericFits(n string) bool {
+	mant, exp := n, int64(0)
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		var err error
+		if exp, err = strconv.ParseInt(strings.TrimPrefix(n[i+1:], "+"), 10, 32); err != nil {
+			return false
+		}
+		mant = n[:i]
+	}
+	intPart, frac, _ := strings.Cut(strings.TrimPrefix(mant, "-"), ".")
+	return int64(len(intPart))+exp <= numericMaxIntDigits && int64(len(frac))-exp <= numericMaxFracDigits
+}
+
+// loneSurrogate reports whether body (valid JSON) has a \u escape of a UTF-16
+// surrogate that is not a high surrogate directly followed by a low one. Go
+// decodes it as U+FFFD; PostgreSQL's jsonb rejects it.
+func loneSurrogate(body []byte) bool {
+	escape := func(i int) rune { // the \uXXXX escape at body[i], or -1
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return -1
+		}
+		v, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(v)
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r := escape(i)
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if lo := escape(i + 6); lo < 0xDC00 || lo >= 0xE000 {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r < 0xE000:
+			return true
+		default:
+			i++ // the escaped character (a backslash, quote, u, ...)
+		}
+	}
+	return false
 }
 
 // identifier checks a required (or optional) identifier field.

@@ -165,7 +165,10 @@ func (s *Sync) connect(w http.ResponseWriter, r *http.Request, user string) (jso
 	if e := readBody(w, r, s.Limits, &req); e != nil {
 		return nil, e
 	}
-	if e := s.identifier("client_id", req.ClientID, true); e != nil {
+	// platform and app_version are bounded like identifiers (a long dotted
+	// app_version would overflow the minimum-version comparison).
+	if e := first(s.identifier("client_id", req.ClientID, true), s.identifier("platform", req.Platform, false),
+		s.identifier("app_version", req.AppVersion, false)); e != nil {
 		return nil, e
 	}
 	if req.ProtocolVersion == nil {

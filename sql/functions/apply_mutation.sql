@@ -33,6 +33,7 @@ DECLARE
     current_version text;
     base text := m ->> 'base_version';
     detail text;
+    visible boolean;
 BEGIN
     SELECT * INTO t FROM synchro.synced_table WHERE name = m ->> 'table';
     IF NOT FOUND THEN
@@ -91,16 +92,23 @@ BEGIN
         IF op = 'upsert' THEN
             op := CASE WHEN before IS NULL THEN 'insert' ELSE 'update' END;
         END IF;
-        IF (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
-           OR (requested <> 'insert' AND base IS NOT NULL AND base IS DISTINCT FROM current_version) THEN
-            RETURN head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
-                'message', CASE WHEN before IS NULL THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
-                                ELSE 'base_version is not the current version' END,
-                'server_version', current_version, 'server_row_text', synchro.row_text(t, key_text));
-        END IF;
+        -- The policy before the conflict check: a conflict answers with the
+        -- current row, which only a user allowed to see it may get.
         IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, NULL, 'before') THEN
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
                                               'message', 'the row is not in a scope assigned to this user');
+        END IF;
+        IF (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
+           OR (requested <> 'insert' AND base IS NOT NULL AND base IS DISTINCT FROM current_version) THEN
+            -- (A registered policy may allow writing rows outside the user's
+            -- scopes: the row and its version go back only when it is in one.)
+            visible := before IS NOT NULL
+                       AND EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key_text, before, true) s WHERE s = ANY (c.scope_set));
+            RETURN head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
+                'message', CASE WHEN before IS NULL THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
+                                ELSE 'base_version is not the current version' END,
+                'server_version', CASE WHEN visible THEN current_version END,
+                'server_row_text', CASE WHEN visible THEN synchro.row_text(t, key_text) END);
         END IF;
 
         PERFORM set_config('synchro.client_id', c.client_id, true), set_config('synchro.mutation_id', m ->> 'mutation_id', true);

@@ -3,7 +3,8 @@
 -- savepoint, with idempotency by (client_id, mutation_id): the outcome is recorded
 -- in the same transaction as the write, and a replayed mutation (also one sent
 -- concurrently, which waits for the first) returns the recorded outcome and writes
--- nothing again. server_retryable outcomes are not recorded, so a retry applies.
+-- nothing again; when that wait times out or deadlocks, the mutation is answered
+-- server_retryable. server_retryable outcomes are not recorded, so a retry applies.
 -- Request-level failures (unknown or foreign client, stale schema) refuse the
 -- whole request. Authoritative writes and fences only: no pull-visible effect.
 -- server_row_text fields are rendered to server_row by the HTTP layer.
@@ -28,11 +29,23 @@ DECLARE
 BEGIN
     FOR m IN SELECT value FROM jsonb_array_elements(request -> 'mutations') LOOP
         claimed := NULL;
-        INSERT INTO synchro.mutation (client_id, mutation_id, batch_id)
-        VALUES (c.client_id, m ->> 'mutation_id', request ->> 'batch_id')
-        ON CONFLICT (client_id, mutation_id) DO NOTHING
-        RETURNING true INTO claimed;
-        IF claimed THEN
+        res := NULL;
+        BEGIN
+            INSERT INTO synchro.mutation (client_id, mutation_id, batch_id)
+            VALUES (c.client_id, m ->> 'mutation_id', request ->> 'batch_id')
+            ON CONFLICT (client_id, mutation_id) DO NOTHING
+            RETURNING true INTO claimed;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            -- Waiting for a concurrent push of the same mutation timed out or
+            -- deadlocked (pushes carrying the same mutations in other orders):
+            -- retryable, and not recorded.
+            res := jsonb_build_object('mutation_id', m ->> 'mutation_id', 'table', m ->> 'table', 'pk', m -> 'pk',
+                                      'status', 'retry', 'code', 'server_retryable',
+                                      'message', 'the mutation is being applied by another request; retry the mutation');
+        END;
+        IF res IS NOT NULL THEN
+            NULL;
+        ELSIF claimed THEN
             res := synchro.apply_mutation(c, user_id, m);
             IF res ->> 'status' = 'retry' THEN
                 DELETE FROM synchro.mutation WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
