@@ -150,6 +150,7 @@ func benchDB(ctx context.Context, adminURL, name string) (string, *pgxpool.Pool,
 	_, err = pool.Exec(ctx, `CREATE SCHEMA bench;
 		CREATE SEQUENCE bench.seq;
 		CREATE TABLE bench.items (id bigint PRIMARY KEY, owner text NOT NULL, body text);
+		CREATE TABLE bench.plain_items (id bigint PRIMARY KEY, owner text NOT NULL, body text);
 		SELECT synchro.register_table('bench.items', '{"kind":"column","template":"user:{owner}"}')`)
 	return url, pool, err
 }
@@ -213,11 +214,12 @@ func pgbench(ctx context.Context, pgbin, url, script string, seconds int, extra 
 	return strconv.ParseFloat(string(m[1]), 64)
 }
 
-func insertScript(width int) string {
+// insertScript is a pgbench transaction of width single-row INSERTs into table.
+func insertScript(width int, table string) string {
 	var b strings.Builder
 	b.WriteString("BEGIN;\n")
 	for i := 0; i < width; i++ {
-		b.WriteString("INSERT INTO bench.items VALUES (nextval('bench.seq'), 'u' || (random() * 100)::int, 'payload');\n")
+		b.WriteString("INSERT INTO " + table + " VALUES (nextval('bench.seq'), 'u' || (random() * 100)::int, 'payload');\n")
 	}
 	b.WriteString("COMMIT;\n")
 	return b.String()
@@ -243,7 +245,12 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		return nil, err
 	}
 	progress("%d-row: pgbench writing for %ds", width, seconds)
-	tps, err := pgbench(ctx, pgbin, url, insertScript(width), seconds)
+	tps, err := pgbench(ctx, pgbin, url, insertScript(width, "bench.items"), seconds)
+	if err != nil {
+		return nil, err
+	}
+	progress("%d-row: pgbench writing an unregistered table for %ds (baseline)", width, seconds)
+	plainTPS, err := pgbench(ctx, pgbin, url, insertScript(width, "bench.plain_items"), seconds)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +291,8 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		targetRows = ">= 25000"
 	}
 	return []row{
-		{Name: fmt.Sprintf("pgbench fenced writes, %d-row tx, 2 clients", width), Value: tps, Unit: "tx/s"},
+		{Name: fmt.Sprintf("pgbench fenced writes, %d-row tx, 2 clients", width), Value: tps, Unit: "tx/s",
+			Baseline: "plain INSERT, no fence", BaseVal: plainTPS},
 		{Name: fmt.Sprintf("capture throughput, %d-row tx (%d tx backlog)", width, txns), Value: capTPS, Unit: "tx/s",
 			Baseline: "raw pgoutput decode", BaseVal: rawTPS, Target: targetTx},
 		{Name: fmt.Sprintf("capture throughput, %d-row tx", width), Value: capTPS * float64(width), Unit: "rows/s",
@@ -362,7 +370,7 @@ func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row
 	}
 	const rate = 2000
 	progress("latency: offering %d tx/s for %ds", rate, seconds)
-	tps, err := pgbench(ctx, pgbin, url, insertScript(1), seconds, "--rate", strconv.Itoa(rate))
+	tps, err := pgbench(ctx, pgbin, url, insertScript(1, "bench.items"), seconds, "--rate", strconv.Itoa(rate))
 	if err != nil {
 		return nil, err
 	}
