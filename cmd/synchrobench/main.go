@@ -235,6 +235,12 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		return nil, err
 	}
 	defer pool.Close()
+	// Baseline first, before any slot exists, so that no decoder reads its WAL.
+	progress("%d-row: pgbench writing an unregistered table for %ds (baseline)", width, seconds)
+	plainTPS, err := pgbench(ctx, pgbin, url, insertScript(width, "bench.plain_items"), seconds)
+	if err != nil {
+		return nil, err
+	}
 	// Start the stream (creates the slot), then stop the worker so WAL accumulates.
 	stop := startWorker(url, pool)
 	if err := waitFor(ctx, pool, `SELECT EXISTS (SELECT FROM synchro.progress)`); err != nil {
@@ -249,11 +255,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	if err != nil {
 		return nil, err
 	}
-	progress("%d-row: pgbench writing an unregistered table for %ds (baseline)", width, seconds)
-	plainTPS, err := pgbench(ctx, pgbin, url, insertScript(width, "bench.plain_items"), seconds)
-	if err != nil {
-		return nil, err
-	}
+
 	var txns int64
 	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xid) FROM synchro.fence`).Scan(&txns); err != nil {
 		return nil, err
