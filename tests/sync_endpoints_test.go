@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -28,23 +26,7 @@ import (
 // Sync is tuned (limits, waits); the worker and database are shared with e.
 func (e *syncEnv) epServer(t *testing.T, tune ...func(*httpapi.Sync)) *syncEnv {
 	t.Helper()
-	pool, err := httpapi.ServicePool(context.Background(), e.d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	authn, err := auth.New(auth.Config{Mode: auth.ModeJWT, HS256Secret: testJWTSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &httpapi.Sync{Pool: pool, Auth: authn, Limits: httpapi.DefaultLimits, CaptureWait: 5 * time.Second,
-		PushLockTimeout: 2 * time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, f := range tune {
-		f(s)
-	}
-	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: pool, Sync: s}))
-	t.Cleanup(srv.Close)
-	return &syncEnv{d: e.d, cfg: e.cfg, w: e.w, url: srv.URL}
+	return &syncEnv{d: e.d, cfg: e.cfg, w: e.w, url: serveSync(t, e.d, tune...)}
 }
 
 // epPostAuth posts body (as e.post does) with the Authorization header value

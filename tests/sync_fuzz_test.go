@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -132,22 +130,11 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 		err := d.Pool.QueryRow(ctx, `SELECT synchro.is_ready()`).Scan(&ok)
 		return ok, err
 	})
-	pool, err := httpapi.ServicePool(ctx, d.URL)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(pool.Close)
-	authn, err := auth.New(auth.Config{Mode: auth.ModeJWT, HS256Secret: testJWTSecret})
-	if err != nil {
-		f.Fatal(err)
-	}
 	// A long capture wait: a pull right after a fuzzed push waits for capture
 	// rather than answering 503 on a loaded machine.
-	s := &httpapi.Sync{Pool: pool, Auth: authn, Limits: httpapi.DefaultLimits, CaptureWait: 30 * time.Second,
-		PushLockTimeout: 2 * time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: pool, Sync: s}))
-	f.Cleanup(srv.Close)
-	e := &fuzzEnv{syncEnv: &syncEnv{d: d, cfg: cfg, url: srv.URL}, otherClient: "fz-u2"}
+	url := serveSync(f, d, func(s *httpapi.Sync) { s.CaptureWait = 30 * time.Second })
+	e := &fuzzEnv{syncEnv: &syncEnv{d: d, cfg: cfg, url: url}, otherClient: "fz-u2"}
+	var err error
 	if e.token, err = auth.MintHS256([]byte(testJWTSecret), "sub", "u1", 24*time.Hour, time.Now()); err != nil {
 		f.Fatal(err)
 	}

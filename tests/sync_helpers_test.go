@@ -66,14 +66,28 @@ func newSyncEnv(t *testing.T, setup string, tune ...func(*httpapi.Sync)) *syncEn
 		waitMaterialized(t, d)
 	}
 	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
+	e := &syncEnv{d: d, cfg: cfg, w: w, url: serveSync(t, d, tune...)}
+	waitFor(t, "capture ready", 30*time.Second, func() (bool, error) {
+		var ok bool
+		err := d.Pool.QueryRow(context.Background(), `SELECT synchro.is_ready()`).Scan(&ok)
+		return ok, err
+	})
+	return e
+}
+
+// serveSync serves the HTTP API of d over the service-role pool with HS256 auth
+// and the test defaults (5 s capture wait, 2 s push lock timeout), changed by
+// tune, until the end of the test; it returns the base URL.
+func serveSync(tb testing.TB, d *testdb.DB, tune ...func(*httpapi.Sync)) string {
+	tb.Helper()
 	pool, err := httpapi.ServicePool(context.Background(), d.URL)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
+	tb.Cleanup(pool.Close)
 	authn, err := auth.New(auth.Config{Mode: auth.ModeJWT, HS256Secret: testJWTSecret})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	s := &httpapi.Sync{Pool: pool, Auth: authn, Limits: httpapi.DefaultLimits, CaptureWait: 5 * time.Second,
 		PushLockTimeout: 2 * time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -81,14 +95,8 @@ func newSyncEnv(t *testing.T, setup string, tune ...func(*httpapi.Sync)) *syncEn
 		f(s)
 	}
 	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: pool, Sync: s}))
-	t.Cleanup(srv.Close)
-	e := &syncEnv{d: d, cfg: cfg, w: w, url: srv.URL}
-	waitFor(t, "capture ready", 30*time.Second, func() (bool, error) {
-		var ok bool
-		err := d.Pool.QueryRow(context.Background(), `SELECT synchro.is_ready()`).Scan(&ok)
-		return ok, err
-	})
-	return e
+	tb.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // token mints a valid token for user.
