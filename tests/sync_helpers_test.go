@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -288,30 +287,12 @@ func (e *syncEnv) rebuildScope(t *testing.T, user, client, scope string, limit i
 }
 
 // pullAll pulls the replica's scopes with page size limit until has_more is
-// false, applying every page; it returns the final page.
+// false, applying every page and checking its checksum rules (pagingPull); it
+// returns the final page.
 func (e *syncEnv) pullAll(t *testing.T, user, client string, limit int, r *replica) map[string]any {
 	t.Helper()
-	for page := 0; ; page++ {
-		if page > 100000 {
-			t.Fatal("pull does not end")
-		}
-		scopes := map[string]any{}
-		for s, c := range r.cursors {
-			scopes[s] = map[string]any{"cursor": c}
-		}
-		body := requireOK(t, "pull", e.post(t, user, "/sync/pull",
-			map[string]any{"client_id": client, "scopes": scopes, "limit": limit}))
-		r.apply(t, body)
-		if body["has_more"] == false {
-			checksums, _ := body["checksums"].(map[string]any)
-			for s := range r.cursors {
-				if got, want := r.checksum(s), checksums[s]; got != fmt.Sprint(want) {
-					t.Fatalf("pull of %s: replica checksum %s, server checksum %v", s, got, want)
-				}
-			}
-			return body
-		}
-	}
+	_, pages := e.pagingPull(t, user, client, limit, r)
+	return pages[len(pages)-1]
 }
 
 // apply applies one pull page to the replica.
