@@ -468,6 +468,37 @@ func (a *applier) forgetUnheld(t *table, k rowKey) error {
 	return a.deleteRow(t, k)
 }
 
+// forgetOrphans drops the rows the replica knows only from push answers: once
+// every scope has a cursor after a pull (which the capture gate serves only when
+// every accepted push of this client is materialized), a row with a server
+// image that no scope holds and no queued change is in none of the replica's
+// scopes, e.g. an applied insert whose row joined only other users' scopes.
+func (a *applier) forgetOrphans() error {
+	orphans, err := a.scopeRows(`SELECT i.tbl, i.pk FROM _synchro_images i
+		WHERE NOT EXISTS (SELECT 1 FROM _synchro_rows r WHERE r.tbl = i.tbl AND r.pk = i.pk)
+		  AND NOT EXISTS (SELECT 1 FROM _synchro_queue q WHERE q.tbl = i.tbl AND q.pk = i.pk)`)
+	if err != nil {
+		return err
+	}
+	for _, r := range orphans {
+		t := a.m.byName[r[0]]
+		if t == nil {
+			if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_images WHERE tbl = ? AND pk = ?`, r[0], r[1]); err != nil {
+				return err
+			}
+			continue
+		}
+		k, err := a.key(t, json.RawMessage(r[1]))
+		if err != nil {
+			return err
+		}
+		if err := a.forgetUnheld(t, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // scopeRows lists the rows a scope holds, as (table, key text) pairs.
 func (a *applier) scopeRows(query string, args ...any) ([][2]string, error) {
 	rows, err := a.tx.QueryContext(a.ctx, query, args...)

@@ -156,7 +156,7 @@ func (c *Client) cycle(ctx context.Context, rep *Report) error {
 			done = done && cur.Cursor != nil
 		}
 		if done {
-			return nil
+			return c.apply(ctx, func(a *applier) error { return a.forgetOrphans() })
 		}
 	}
 	return fmt.Errorf("synchro: scopes still need a rebuild after %d rounds", maxRounds)

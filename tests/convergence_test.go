@@ -1,0 +1,1544 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/synchro-sync/synchro/client"
+	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/wal"
+)
+
+// The convergence simulation (TestConvergence): a seeded, randomized run of many
+// SDK replicas against one server while the data, the scope memberships and the
+// scope assignments change underneath them and faults hit every layer. At the end
+// every replica must hold exactly its user's scopes, every mutation must have one
+// recorded outcome that the replica agrees with, and the capture ledgers must hold
+// every source transaction and effect exactly once.
+//
+//	SYNCHRO_SEED          the seed (default simDefaultSeed)
+//	SYNCHRO_SIM_DURATION  a number of steps (default simDefaultSteps) or a Go
+//	                      duration ("10m") the run lasts
+//
+// Every random choice of the driver (and of each replica's faulty network) comes
+// from math/rand/v2 sources seeded with the seed, and the driver is
+// single-threaded, so a seed replays the same sequence of choices. Which rows
+// they touch depends on what each replica had pulled, which depends on how far
+// the worker had materialized at that moment: a failing seed reproduces most of
+// the time, not always (run it with the same SYNCHRO_SIM_DURATION a few times).
+// `make soak SEED=... DURATION=...` runs long ones.
+//
+// The test is not parallel: it shuts the test cluster down (immediate mode) and
+// restarts it, which must not hit another test's connections (parallel tests of
+// this package run only after every sequential one has returned; no other
+// package uses the cluster).
+
+const (
+	simDefaultSeed  = 20260320
+	simDefaultSteps = 400
+	simClients      = 22
+)
+
+// simUsers have replicas; simOrphan owns rows but has none, so rows moved to it
+// leave every replica.
+var (
+	simUsers  = []string{"u1", "u2", "u3", "u4", "u5"}
+	simOrphan = "u6"
+	simTeams  = []string{"red", "blue", "green"}
+	simTables = []string{"docs", "notes", "reports", "tasks", "templates"}
+)
+
+// convergenceSetup adds the fifth rule kind, a custom sql rule, to syncSchema's
+// four: reports belong to user:<member> for every member of their team (a
+// dependency relation the rule reads through its projection). Scope assignment
+// is a custom function over app.extra_scopes, a table the test writes.
+const convergenceSetup = `
+CREATE TABLE app.reports (id text PRIMARY KEY, team text, title text);
+CREATE TABLE app.team_members (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, team text NOT NULL, user_id text NOT NULL);
+SELECT synchro.register_dependency('app.team_members');
+SELECT synchro.register_table('app.reports', $${"kind":"sql",
+  "membership":"SELECT 'user:' || (m.image->>'user_id') FROM synchro.projected('app.team_members') m WHERE m.image->>'team' = $1->>'team'",
+  "impacts":{"app.team_members":"SELECT r.key FROM synchro.projected('app.reports') r WHERE r.image->>'team' = $1->>'team'"}}$$);
+CREATE TABLE app.extra_scopes (user_id text NOT NULL, scope text NOT NULL, PRIMARY KEY (user_id, scope));
+CREATE FUNCTION app.scopes_for(user_id text) RETURNS SETOF text LANGUAGE sql STABLE AS $f$
+    SELECT 'user:' || scopes_for.user_id
+    UNION ALL SELECT e.scope FROM app.extra_scopes e WHERE e.user_id = scopes_for.user_id
+$f$;
+SELECT synchro.set_scope_assignment('app.scopes_for(text)');
+`
+
+// simPlan is what the environment asks for.
+type simPlan struct {
+	seed     uint64
+	steps    int           // > 0: the run has this many steps
+	duration time.Duration // > 0: the run lasts this long
+	arg      string        // SYNCHRO_SIM_DURATION as given (for the reproduce line)
+}
+
+func simPlanFromEnv(t *testing.T) simPlan {
+	t.Helper()
+	p := simPlan{seed: simDefaultSeed, steps: simDefaultSteps, arg: strconv.Itoa(simDefaultSteps)}
+	if v := strings.TrimSpace(os.Getenv("SYNCHRO_SEED")); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("SYNCHRO_SEED=%q: want an unsigned decimal integer", v)
+		}
+		p.seed = n
+	}
+	if v := strings.TrimSpace(os.Getenv("SYNCHRO_SIM_DURATION")); v != "" {
+		p.arg = v
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			p.steps = n
+		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			p.steps, p.duration = 0, d
+		} else {
+			t.Fatalf("SYNCHRO_SIM_DURATION=%q: want a number of steps (e.g. 500) or a duration (e.g. 10m)", v)
+		}
+	}
+	return p
+}
+
+func (p simPlan) String() string {
+	if p.duration > 0 {
+		return fmt.Sprintf("duration %s", p.duration)
+	}
+	return fmt.Sprintf("%d steps", p.steps)
+}
+
+// simClient is one replica of the simulation.
+type simClient struct {
+	*sdkClient
+	cfg client.Config
+	ft  *faultTransport
+	// sent: mutation ids the replica put on the wire in a push body.
+	sent map[string]bool
+	// queued: every mutation id seen in the replica's queue, as last seen.
+	queued map[string]queuedMutation
+}
+
+type queuedMutation struct {
+	tbl, pk, op string
+	base        bool // carried a base_version
+}
+
+// workerHook stops the worker at a chosen step boundary (as a crash would),
+// after skipping some occurrences. It runs on the worker's goroutine.
+type workerHook struct {
+	mu    sync.Mutex
+	step  wal.Step // "" = disarmed
+	skip  int
+	fired int
+}
+
+func (h *workerHook) after(s wal.Step) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.step == "" || s != h.step {
+		return nil
+	}
+	if h.skip > 0 {
+		h.skip--
+		return nil
+	}
+	h.step = ""
+	h.fired++
+	return fmt.Errorf("injected worker crash after step %s", s)
+}
+
+func (h *workerHook) arm(s wal.Step, skip int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.step, h.skip = s, skip
+}
+
+// sim is the simulation's driver. Everything but the worker and the hook runs
+// on the test goroutine (the SDK's HTTP round trips included).
+type sim struct {
+	t    *testing.T
+	e    *syncEnv
+	plan simPlan
+	rng  *rand.Rand
+	dir  string
+
+	clients []*simClient
+	nextID  int
+
+	// worker
+	cfg        wal.Config
+	hook       *workerHook
+	workerUp   bool
+	restartAt  int // step at which a stopped worker restarts
+	workerKill int
+
+	// faults
+	chaos        bool
+	pgData       string
+	pgPort       string
+	pgDown       bool
+	nextCrash    int // step of the next PostgreSQL crash (-1: never)
+	crashes      int
+	customAssign bool
+
+	step    int
+	final   bool // the faults stopped: settling and checking
+	started time.Time
+	recent  []string
+	stats   map[string]int
+	healing []string
+}
+
+// TestConvergence: see the comment at the top of this file.
+func TestConvergence(t *testing.T) {
+	plan := simPlanFromEnv(t)
+	t.Logf("convergence simulation: SYNCHRO_SEED=%d, %s, %d clients over %d users", plan.seed, plan, simClients, len(simUsers))
+	s := &sim{t: t, plan: plan, rng: rand.New(rand.NewPCG(plan.seed, 0x5eed)), stats: map[string]int{}, nextCrash: -1, restartAt: -1}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last steps before the failure:\n  %s", strings.Join(s.recent, "\n  "))
+			where := fmt.Sprintf("at step %d", s.step)
+			if s.final {
+				where = fmt.Sprintf("in the final checks after %d steps", s.step)
+			}
+			t.Logf("convergence simulation FAILED %s with SYNCHRO_SEED=%d; reproduce with SYNCHRO_SEED=%d make soak SEED=%d DURATION=%s",
+				where, plan.seed, plan.seed, plan.seed, plan.arg)
+		}
+	})
+	s.setup()
+	s.run()
+	s.finish()
+}
+
+// setup starts the server with the schema, seeds data from the seed, opens the
+// replicas and syncs each once (no faults yet).
+func (s *sim) setup() {
+	t := s.t
+	s.e = newSyncEnv(t, convergenceSetup, func(sy *httpapi.Sync) {
+		// Pulls of a client whose pushes wait for a stopped worker answer 503
+		// capture_pending soon, so a Sync during a worker outage stays short.
+		sy.CaptureWait = 500 * time.Millisecond
+	})
+	s.customAssign = true
+	s.dir = t.TempDir()
+
+	// The PostgreSQL restart fault needs the private cluster of
+	// scripts/with-cluster.sh, and must hit the cluster this test uses.
+	s.pgData, s.pgPort = os.Getenv("SYNCHRO_TEST_PGDATA"), os.Getenv("SYNCHRO_TEST_PG_PORT")
+	if s.pgData != "" {
+		u, err := url.Parse(s.e.d.URL)
+		if err != nil || u.Port() != s.pgPort {
+			t.Fatalf("SYNCHRO_TEST_PGDATA is set but SYNCHRO_TEST_PG_PORT=%q is not the port of the test database %s: refusing to crash a cluster this test does not use", s.pgPort, s.e.d.URL)
+		}
+		if s.plan.steps > 0 {
+			s.nextCrash = s.plan.steps/4 + s.rng.IntN(s.plan.steps/2+1)
+		} else {
+			s.nextCrash = 40 + s.rng.IntN(120)
+		}
+	} else {
+		t.Logf("WARNING: SYNCHRO_TEST_PGDATA is not set: the PostgreSQL immediate-shutdown fault is NOT exercised (run through scripts/with-cluster.sh, as make test and make soak do)")
+	}
+
+	// The worker runs with the crash hook from now on.
+	s.hook = &workerHook{}
+	s.cfg = s.e.cfg
+	s.cfg.AfterStep = s.hook.after
+	s.e.w.stop(t)
+	s.e.w = startStreaming(t, s.e.d, s.cfg)
+	s.workerUp = true
+
+	s.seedData()
+	waitMaterialized(t, s.e.d)
+
+	for i := range simClients {
+		c := s.openClient(i)
+		s.clients = append(s.clients, c)
+		if _, err := c.SyncReport(context.Background()); err != nil {
+			t.Fatalf("%s: first sync: %v", c.name, err)
+		}
+	}
+	s.chaos = true
+	s.started = time.Now()
+}
+
+// seedData writes the initial rows: every table, every kind of membership.
+func (s *sim) seedData() {
+	var b strings.Builder
+	owner := func() string { return s.anyUser() }
+	for range 8 {
+		fmt.Fprintf(&b, "INSERT INTO app.projects VALUES (%s, %s);\n", lit(s.newID("p")), lit(owner()))
+	}
+	s.e.d.Exec(s.t, b.String())
+	b.Reset()
+	projects := s.serverIDs(`SELECT id FROM app.projects ORDER BY id`)
+	for range 24 {
+		fmt.Fprintf(&b, "INSERT INTO app.docs (id, owner_id, title, n) VALUES (%s, %s, 'seed', %d);\n", lit(s.newID("d")), lit(owner()), s.rng.IntN(100))
+	}
+	for range 30 {
+		fmt.Fprintf(&b, "INSERT INTO app.tasks VALUES (%d, %s, 'seed');\n", s.newNum(), lit(projects[s.rng.IntN(len(projects))]))
+	}
+	for range 10 {
+		id := s.newID("n")
+		fmt.Fprintf(&b, "INSERT INTO app.notes VALUES (%s, 'seed');\n", lit(id))
+		for _, u := range s.someUsers(1 + s.rng.IntN(3)) {
+			fmt.Fprintf(&b, "INSERT INTO app.note_members (note_id, user_id) VALUES (%s, %s);\n", lit(id), lit(u))
+		}
+	}
+	for _, u := range append(slices.Clone(simUsers), simOrphan) {
+		for _, team := range s.someTeams(1 + s.rng.IntN(2)) {
+			fmt.Fprintf(&b, "INSERT INTO app.team_members (team, user_id) VALUES (%s, %s);\n", lit(team), lit(u))
+		}
+	}
+	for range 12 {
+		fmt.Fprintf(&b, "INSERT INTO app.reports VALUES (%s, %s, 'seed');\n", lit(s.newID("r")), lit(simTeams[s.rng.IntN(len(simTeams))]))
+	}
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&b, "INSERT INTO app.templates VALUES (%d, 'template %d');\n", i, i)
+	}
+	for _, u := range simUsers {
+		fmt.Fprintf(&b, "INSERT INTO app.extra_scopes VALUES (%s, 'templates_public');\n", lit(u))
+	}
+	fmt.Fprintf(&b, "INSERT INTO app.extra_scopes VALUES ('u1', 'user:u2'), ('u3', 'user:u6');\n")
+	s.e.d.Exec(s.t, b.String())
+}
+
+// openClient opens replica i: users round-robin, every other replica behind a
+// faulty network, page sizes from the seed.
+func (s *sim) openClient(i int) *simClient {
+	name := fmt.Sprintf("c%02d", i)
+	user := simUsers[i%len(simUsers)]
+	c := &simClient{sent: map[string]bool{}, queued: map[string]queuedMutation{}}
+	c.ft = &faultTransport{s: s, c: c, faulty: i%2 == 1, rng: rand.New(rand.NewPCG(s.plan.seed, uint64(i)+1))}
+	sizes := []int{1, 2, 3, 5, 8, 100}
+	c.cfg = client.Config{
+		ServerURL: s.e.url, ClientID: name, Platform: "sim", AppVersion: "1.0.0",
+		Token:       func(context.Context) (string, error) { return token(s.t, user), nil },
+		HTTPClient:  &http.Client{Transport: c.ft, Timeout: 30 * time.Second},
+		PageSize:    sizes[s.rng.IntN(len(sizes))],
+		MaxAttempts: 6, BackoffBase: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+	}
+	c.sdkClient = &sdkClient{name: name, user: user, path: filepath.Join(s.dir, name+".sqlite")}
+	s.reopen(c)
+	return c
+}
+
+// reopen opens (again) the replica's database, as an application restart would.
+func (s *sim) reopen(c *simClient) {
+	cl, err := client.Open(context.Background(), c.path, c.cfg)
+	if err != nil {
+		s.t.Fatalf("%s: open: %v", c.name, err)
+	}
+	s.t.Cleanup(func() { cl.Close() })
+	c.Client = cl
+}
+
+// run drives the randomized steps.
+func (s *sim) run() {
+	for s.step = 0; ; s.step++ {
+		if s.plan.steps > 0 && s.step >= s.plan.steps {
+			break
+		}
+		if s.plan.duration > 0 && time.Since(s.started) >= s.plan.duration {
+			break
+		}
+		s.maintainWorker()
+		if s.step == s.nextCrash {
+			s.crashPostgres()
+			continue
+		}
+		switch r := s.rng.IntN(100); {
+		case r < 30:
+			s.clientWrites(s.pickClient())
+		case r < 62:
+			for range 1 + s.rng.IntN(3) {
+				s.sync(s.pickClient())
+			}
+		case r < 82:
+			s.serverWrites()
+		case r < 89:
+			s.assignmentChange()
+		case r < 94:
+			s.workerFault()
+		default:
+			c := s.pickClient()
+			s.logf("%s: application restart (close and reopen the database)", c.name)
+			c.Close()
+			s.reopen(c)
+			s.stats["client restarts"]++
+		}
+	}
+	s.t.Logf("chaos phase: %d steps in %s", s.step, time.Since(s.started).Round(time.Millisecond))
+}
+
+func (s *sim) logf(format string, args ...any) {
+	line := fmt.Sprintf("step %d: ", s.step) + fmt.Sprintf(format, args...)
+	s.recent = append(s.recent, line)
+	if len(s.recent) > 60 {
+		s.recent = s.recent[1:]
+	}
+}
+
+// ---- worker faults ----
+
+// workerExited reports whether the worker stopped by itself (a hook fired),
+// and what Run returned.
+func workerExited(w *runningWorker) (bool, error) {
+	select {
+	case err, ok := <-w.done:
+		if ok {
+			close(w.done)
+		}
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// maintainWorker restarts a worker a hook stopped, or a stopped one whose
+// outage is over.
+func (s *sim) maintainWorker() {
+	if s.workerUp {
+		if ok, err := workerExited(s.e.w); ok {
+			if !errors.Is(err, wal.ErrStopped) {
+				s.t.Fatalf("the worker exited by itself with %v", err)
+			}
+			s.logf("worker stopped by the hook (%v); restarting it", err)
+			s.stats["worker crashes at a step boundary"]++
+			s.workerUp = false
+			s.startWorker()
+		}
+		return
+	}
+	if s.step >= s.restartAt && !s.pgDown {
+		s.startWorker()
+	}
+}
+
+func (s *sim) startWorker() {
+	s.logf("worker restarted")
+	s.e.w = startStreaming(s.t, s.e.d, s.cfg)
+	s.workerUp, s.restartAt = true, -1
+}
+
+func (s *sim) workerFault() {
+	if !s.workerUp {
+		return
+	}
+	if s.rng.IntN(2) == 0 {
+		steps := []wal.Step{wal.StepReceived, wal.StepMaterialized, wal.StepSlotAdvanced, wal.StepAcknowledged}
+		st, skip := steps[s.rng.IntN(len(steps))], s.rng.IntN(3)
+		s.logf("worker: crash armed after step %s (skipping %d)", st, skip)
+		s.hook.arm(st, skip)
+		s.stats["worker crash hooks armed"]++
+		return
+	}
+	down := s.rng.IntN(4)
+	s.logf("worker killed; down for %d steps", down)
+	if err := s.e.w.stop(s.t); err != nil && !errors.Is(err, wal.ErrStopped) {
+		s.t.Fatalf("stopping the worker: %v", err)
+	}
+	s.workerUp, s.restartAt = false, s.step+down
+	s.stats["worker kills"]++
+}
+
+// crashPostgres shuts the test cluster down in immediate mode (no checkpoint:
+// the restart runs crash recovery), makes a replica write and try to sync while
+// it is down, and restarts it. The worker recovers by itself.
+func (s *sim) crashPostgres() {
+	t := s.t
+	s.logf("PostgreSQL immediate shutdown")
+	s.hook.arm("", 0) // the worker must come back by itself: no crash hook in the way
+	s.pgScript("crash", s.pgData)
+	s.pgDown = true
+	// A local write (no server reads while it is down) and a Sync that fails.
+	c := s.pickClient()
+	if id, ok := s.pickRow(s.localIDs(c, "docs")); ok {
+		s.local(c, "update doc", `UPDATE docs SET title = ? WHERE id = ?`, fmt.Sprintf("%s@%d-down", c.name, s.step), id)
+		s.snapshotQueue(c)
+	}
+	s.sync(c)
+	s.pgScript("start", s.pgData, s.pgPort)
+	s.pgDown = false
+	s.logf("PostgreSQL restarted")
+	s.e.d.Pool.Reset()
+	waitFor(t, "PostgreSQL to accept connections after its restart", 60*time.Second, func() (bool, error) {
+		_, err := s.e.d.Pool.Exec(context.Background(), `SELECT 1`)
+		return err == nil, nil
+	})
+	s.maintainWorker() // restarts it only if a hook armed before the crash stopped it
+	if s.workerUp {
+		// Unless stopped on purpose, the worker was not restarted: its own session
+		// retries must bring it back.
+		waitMaterialized(t, s.e.d)
+	}
+	s.crashes++
+	s.stats["PostgreSQL immediate shutdowns"]++
+	if s.plan.duration > 0 {
+		s.nextCrash = s.step + 300 + s.rng.IntN(400)
+	}
+}
+
+func (s *sim) pgScript(args ...string) {
+	out, err := exec.Command("../scripts/pgcluster.sh", args...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("scripts/pgcluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// ---- the network ----
+
+// faultTransport is a replica's network. It records the mutation ids of every
+// push it forwards and, for a faulty replica during the chaos phase, cuts
+// requests: before sending, after the server processed the request (the answer
+// is lost), or in the middle of the answer. It can also cancel the Sync's
+// context after a given request, as an application killed mid-sync.
+type faultTransport struct {
+	s      *sim
+	c      *simClient
+	faulty bool
+	rng    *rand.Rand
+
+	cancelAt int // cancel after this many requests of the Sync (0: never)
+	cancel   context.CancelFunc
+	requests int
+
+	// expect: the mutation ids of a push whose answer the SDK did not get; its
+	// next push must resend exactly them (the batch in flight).
+	expect []string
+}
+
+type errBody struct{ err error }
+
+func (b errBody) Read([]byte) (int, error) { return 0, b.err }
+
+func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	// A worker the hook stopped comes back as soon as a replica talks to the
+	// server, so the capture gate does not wait for a whole step.
+	if f.s.workerUp && !f.s.pgDown {
+		f.s.maintainWorker()
+	}
+	push := req.URL.Path == "/sync/push"
+	var ids []string
+	if push {
+		ids = f.pushIDs(body)
+	}
+	roll := 1.0
+	if f.faulty && f.s.chaos {
+		roll = f.rng.Float64()
+	}
+	if roll < 0.05 {
+		f.s.stats["http: cut before sending"]++
+		f.lost(ids)
+		return nil, errors.New("injected fault: connection reset before the request was sent")
+	}
+	if push {
+		f.sending(ids)
+	}
+	f.requests++
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if f.cancelAt > 0 && f.requests >= f.cancelAt && f.cancel != nil {
+		f.cancel()
+		f.cancelAt, f.cancel = 0, nil
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		f.s.stats["sync: context cancelled after a request"]++
+		f.lost(ids)
+		return nil, context.Canceled
+	}
+	if err != nil {
+		f.lost(ids)
+		return nil, err
+	}
+	switch {
+	case roll < 0.10:
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		f.s.stats["http: answer lost after the server processed the request"]++
+		f.lost(ids)
+		return nil, errors.New("injected fault: connection lost after the server processed the request")
+	case roll < 0.13:
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		res.Body = io.NopCloser(io.MultiReader(bytes.NewReader(raw[:len(raw)/2]),
+			errBody{errors.New("injected fault: connection lost while reading the answer")}))
+		f.s.stats["http: answer cut in the middle"]++
+		f.lost(ids)
+		return res, nil
+	}
+	if push && res.StatusCode == http.StatusOK {
+		f.expect = nil
+	}
+	return res, nil
+}
+
+// pushIDs are the mutation ids of a push body, in order.
+func (f *faultTransport) pushIDs(body []byte) []string {
+	var req struct {
+		ClientID  string `json:"client_id"`
+		Mutations []struct {
+			MutationID string `json:"mutation_id"`
+		} `json:"mutations"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		f.s.t.Fatalf("%s: push body is not JSON: %v", f.c.name, err)
+	}
+	if req.ClientID != f.c.name {
+		f.s.t.Fatalf("%s: push as client %q", f.c.name, req.ClientID)
+	}
+	ids := make([]string, len(req.Mutations))
+	for i, m := range req.Mutations {
+		ids[i] = m.MutationID
+	}
+	return ids
+}
+
+// sending checks a push about to go out: after a lost answer it must be the same
+// batch, and every mutation in it must have been queued.
+func (f *faultTransport) sending(ids []string) {
+	if f.expect != nil && !slices.Equal(ids, f.expect) {
+		f.s.t.Fatalf("%s: after a push whose answer was lost, the next push carries mutations %v instead of the batch in flight %v (same mutation ids required)",
+			f.c.name, ids, f.expect)
+	}
+	for _, id := range ids {
+		if _, ok := f.c.queued[id]; !ok {
+			f.s.t.Fatalf("%s: pushes mutation %s, which was never seen in its queue", f.c.name, id)
+		}
+		f.c.sent[id] = true
+	}
+}
+
+func (f *faultTransport) lost(ids []string) {
+	if ids != nil {
+		f.expect = ids
+	}
+}
+
+// ---- replicas ----
+
+func (s *sim) pickClient() *simClient { return s.clients[s.rng.IntN(len(s.clients))] }
+
+// sync runs one Sync of c. During the chaos phase a Sync may fail, but only
+// with a retryable error or because its context ended; a scope that had a
+// cursor must never need a rebuild (that means a pull delivered something other
+// than the server's contents and the checksum caught it).
+func (s *sim) sync(c *simClient) {
+	timeout := 20 * time.Second
+	if !s.workerUp || s.pgDown {
+		timeout = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if c.ft.faulty && s.chaos && s.rng.IntN(100) < 6 {
+		c.ft.cancelAt, c.ft.cancel = 1+s.rng.IntN(6), cancel
+	}
+	c.ft.requests = 0
+	before := s.syncedScopes(c)
+	start := time.Now()
+	rep, err := c.SyncReport(ctx)
+	c.ft.cancelAt, c.ft.cancel = 0, nil
+	s.logf("%s: sync pushed %d, rejected %d, retried %d, pulled %d, rebuilt %v, pending %d (%s) err=%v",
+		c.name, rep.Pushed, rep.Rejected, rep.Retried, rep.Pulled, rep.Rebuilt, rep.Pending, time.Since(start).Round(time.Millisecond), err)
+	s.stats["syncs"]++
+	if err != nil {
+		s.stats["syncs failed (faults)"]++
+		var pe *client.Error
+		switch {
+		case ctx.Err() != nil:
+		case errors.As(err, &pe) && pe.Retryable:
+		default:
+			s.t.Fatalf("%s: sync failed with a non-retryable error although its context was live: %v", c.name, err)
+		}
+	}
+	after := s.syncedScopes(c)
+	for _, scope := range rep.Rebuilt {
+		if before[scope] {
+			s.healing = append(s.healing, fmt.Sprintf("step %d %s %s", s.step, c.name, scope))
+			s.t.Fatalf("%s: scope %s had a cursor before the sync and was rebuilt: the pull delivered changes whose checksum does not match the server's (lost, duplicated or wrong changes)", c.name, scope)
+		}
+	}
+	for scope, synced := range after {
+		if before[scope] && !synced {
+			s.t.Fatalf("%s: scope %s had a cursor before the sync and lost it: the pull's checksum did not match the server's (lost, duplicated or wrong changes)", c.name, scope)
+		}
+	}
+}
+
+// syncedScopes is the replica's scopes -> has a cursor.
+func (s *sim) syncedScopes(c *simClient) map[string]bool {
+	scopes, err := c.Scopes(context.Background())
+	if err != nil {
+		s.t.Fatalf("%s: scopes: %v", c.name, err)
+	}
+	out := map[string]bool{}
+	for _, sc := range scopes {
+		out[sc.ID] = sc.Synced
+	}
+	return out
+}
+
+// snapshotQueue records every mutation now queued by c.
+func (s *sim) snapshotQueue(c *simClient) {
+	rows, err := c.DB().Query(`SELECT mutation_id, tbl, pk, op, base_version IS NOT NULL FROM _synchro_queue`)
+	if err != nil {
+		s.t.Fatalf("%s: reading the queue: %v", c.name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var q queuedMutation
+		if err := rows.Scan(&id, &q.tbl, &q.pk, &q.op, &q.base); err != nil {
+			s.t.Fatal(err)
+		}
+		c.queued[id] = q
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// localIDs are the ids of a replica's table, as text, in order.
+func (s *sim) localIDs(c *simClient, table string) []string {
+	rows, err := c.DB().Query(`SELECT CAST(id AS TEXT) FROM "` + table + `" ORDER BY id`)
+	if err != nil {
+		s.t.Fatalf("%s: %v", c.name, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			s.t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// pickRow picks an id, half of the time among the first three (hot rows that
+// several replicas and the server edit, hence conflicts).
+func (s *sim) pickRow(ids []string) (string, bool) {
+	if len(ids) == 0 {
+		return "", false
+	}
+	if len(ids) > 3 && s.rng.IntN(2) == 0 {
+		return ids[s.rng.IntN(3)], true
+	}
+	return ids[s.rng.IntN(len(ids))], true
+}
+
+func (s *sim) local(c *simClient, what, query string, args ...any) {
+	if _, err := c.DB().Exec(query, args...); err != nil {
+		s.t.Fatalf("%s: local write %s: %s: %v", c.name, what, query, err)
+	}
+	s.logf("%s: local %s %v", c.name, what, args)
+	s.stats["local writes"]++
+}
+
+// clientWrites makes 1 to 3 local changes on c with plain SQL, as the
+// application would: inserts, updates, deletes and re-keys on every table,
+// including writes the server must refuse (other users' rows, read-only
+// templates, constraint violations, notes without members, missing projects).
+func (s *sim) clientWrites(c *simClient) {
+	for range 1 + s.rng.IntN(3) {
+		s.clientWrite(c)
+	}
+	s.snapshotQueue(c)
+}
+
+func (s *sim) clientWrite(c *simClient) {
+	title := fmt.Sprintf("%s@%d", c.name, s.step)
+	switch r := s.rng.IntN(100); {
+	case r < 12: // insert a doc: mostly its user's, sometimes another user's or invalid
+		owner := c.user
+		if s.rng.IntN(5) == 0 {
+			owner = s.anyUser()
+		}
+		n := s.rng.IntN(100)
+		if s.rng.IntN(12) == 0 {
+			n = -1 // CHECK (n >= 0): validation_failed
+		}
+		s.local(c, "insert doc", `INSERT INTO docs (id, owner_id, title, n) VALUES (?, ?, ?, ?)`, s.newID("d"), owner, title, n)
+	case r < 30: // update a doc; sometimes hand it to another user, or set the other columns
+		id, ok := s.pickRow(s.localIDs(c, "docs"))
+		if !ok {
+			return
+		}
+		switch s.rng.IntN(8) {
+		case 0:
+			s.local(c, "transfer doc", `UPDATE docs SET owner_id = ? WHERE id = ?`, s.anyUser(), id)
+		case 1:
+			s.local(c, "update doc columns", `UPDATE docs SET data = ?, at = ?, meta = ? WHERE id = ?`,
+				[]byte{byte(s.step), 0xff, byte(s.rng.IntN(256))}, fmt.Sprintf("2026-03-%02dT10:00:%02dZ", 1+s.rng.IntN(28), s.rng.IntN(60)),
+				fmt.Sprintf(`{"step":%d,"tags":["a","b"]}`, s.step), id)
+		case 2: // two edits merged into one queued mutation
+			s.local(c, "update doc", `UPDATE docs SET title = ? WHERE id = ?`, title+"a", id)
+			s.local(c, "update doc again", `UPDATE docs SET n = ? WHERE id = ?`, s.rng.IntN(100), id)
+		default:
+			s.local(c, "update doc", `UPDATE docs SET title = ?, n = ? WHERE id = ?`, title, s.rng.IntN(100), id)
+		}
+	case r < 36:
+		if id, ok := s.pickRow(s.localIDs(c, "docs")); ok {
+			s.local(c, "delete doc", `DELETE FROM docs WHERE id = ?`, id)
+		}
+	case r < 38: // a new primary key: a delete and an insert
+		if id, ok := s.pickRow(s.localIDs(c, "docs")); ok {
+			s.local(c, "re-key doc", `UPDATE docs SET id = ? WHERE id = ?`, s.newID("d"), id)
+		}
+	case r < 41: // insert a row the server has but the replica does not (yet): an upsert without base_version
+		ids := s.serverIDs(`SELECT id FROM app.docs ORDER BY id`)
+		have := s.localIDs(c, "docs")
+		if id, ok := s.pickRow(ids); ok && !slices.Contains(have, id) {
+			s.local(c, "insert existing doc", `INSERT INTO docs (id, owner_id, title, n) VALUES (?, ?, ?, ?)`, id, c.user, title, 1)
+		}
+	case r < 50: // insert a task: into a project of the user, another's, or a missing one
+		projects := s.serverIDs(`SELECT id FROM app.projects WHERE owner_id = $1 ORDER BY id`, c.user)
+		if len(projects) == 0 || s.rng.IntN(6) == 0 {
+			projects = s.serverIDs(`SELECT id FROM app.projects ORDER BY id`)
+		}
+		project := "p-missing"
+		if len(projects) > 0 && s.rng.IntN(15) != 0 {
+			project = projects[s.rng.IntN(len(projects))]
+		}
+		s.local(c, "insert task", `INSERT INTO tasks (id, project_id, title) VALUES (?, ?, ?)`, s.newNum(), project, title)
+	case r < 60:
+		id, ok := s.pickRow(s.localIDs(c, "tasks"))
+		if !ok {
+			return
+		}
+		if s.rng.IntN(5) == 0 {
+			projects := s.serverIDs(`SELECT id FROM app.projects ORDER BY id`)
+			s.local(c, "move task", `UPDATE tasks SET project_id = ? WHERE id = ?`, projects[s.rng.IntN(len(projects))], id)
+		} else {
+			s.local(c, "update task", `UPDATE tasks SET title = ? WHERE id = ?`, title, id)
+		}
+	case r < 65:
+		if id, ok := s.pickRow(s.localIDs(c, "tasks")); ok {
+			s.local(c, "delete task", `DELETE FROM tasks WHERE id = ?`, id)
+		}
+	case r < 75:
+		if id, ok := s.pickRow(s.localIDs(c, "notes")); ok {
+			s.local(c, "update note", `UPDATE notes SET title = ? WHERE id = ?`, title, id)
+		}
+	case r < 77: // a note with members cannot go (foreign key): validation_failed
+		if id, ok := s.pickRow(s.localIDs(c, "notes")); ok {
+			s.local(c, "delete note", `DELETE FROM notes WHERE id = ?`, id)
+		}
+	case r < 79: // a note without members is in no scope: policy_rejected
+		s.local(c, "insert note", `INSERT INTO notes (id, title) VALUES (?, ?)`, s.newID("n"), title)
+	case r < 81: // read-only: policy_rejected
+		if id, ok := s.pickRow(s.localIDs(c, "templates")); ok {
+			s.local(c, "update template", `UPDATE templates SET name = ? WHERE id = ?`, title, id)
+		}
+	case r < 88: // insert a report, mostly for a team of the user
+		teams := s.serverIDs(`SELECT DISTINCT team FROM app.team_members WHERE user_id = $1 ORDER BY 1`, c.user)
+		if len(teams) == 0 || s.rng.IntN(5) == 0 {
+			teams = simTeams
+		}
+		s.local(c, "insert report", `INSERT INTO reports (id, team, title) VALUES (?, ?, ?)`, s.newID("r"), teams[s.rng.IntN(len(teams))], title)
+	case r < 96:
+		id, ok := s.pickRow(s.localIDs(c, "reports"))
+		if !ok {
+			return
+		}
+		if s.rng.IntN(4) == 0 {
+			s.local(c, "move report to a team", `UPDATE reports SET team = ? WHERE id = ?`, simTeams[s.rng.IntN(len(simTeams))], id)
+		} else {
+			s.local(c, "update report", `UPDATE reports SET title = ? WHERE id = ?`, title, id)
+		}
+	default:
+		if id, ok := s.pickRow(s.localIDs(c, "reports")); ok {
+			s.local(c, "delete report", `DELETE FROM reports WHERE id = ?`, id)
+		}
+	}
+}
+
+// ---- the server ----
+
+func (s *sim) newID(prefix string) string {
+	s.nextID++
+	return fmt.Sprintf("%s%05d", prefix, s.nextID)
+}
+
+func (s *sim) newNum() int {
+	s.nextID++
+	return s.nextID
+}
+
+func (s *sim) anyUser() string {
+	all := append(slices.Clone(simUsers), simOrphan)
+	return all[s.rng.IntN(len(all))]
+}
+
+func (s *sim) someUsers(n int) []string {
+	all := append(slices.Clone(simUsers), simOrphan)
+	s.rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	return all[:n]
+}
+
+func (s *sim) someTeams(n int) []string {
+	all := slices.Clone(simTeams)
+	s.rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	return all[:n]
+}
+
+// lit quotes a SQL string literal.
+func lit(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
+
+// serverIDs runs a query of one text column on the server.
+func (s *sim) serverIDs(query string, args ...any) []string {
+	rows, err := s.e.d.Pool.Query(context.Background(), query, args...)
+	if err != nil {
+		s.t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v any
+		if err := rows.Scan(&v); err != nil {
+			s.t.Fatal(err)
+		}
+		out = append(out, fmt.Sprint(v))
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// serverWrites commits one source transaction of 1 to 3 direct SQL writes to
+// the synced tables and their dependencies: row changes, ownership transfers
+// (a doc, a project with all its tasks, a report to another team) and
+// membership changes (note members, team members).
+func (s *sim) serverWrites() {
+	var stmts []string
+	gone := map[string]bool{}
+	for range 1 + s.rng.IntN(3) {
+		if q := s.serverWrite(gone); q != "" {
+			stmts = append(stmts, q)
+		}
+	}
+	if len(stmts) == 0 {
+		return
+	}
+	sql := strings.Join(stmts, ";\n")
+	s.logf("server: %s", strings.ReplaceAll(sql, "\n", " "))
+	s.e.d.Exec(s.t, sql)
+	s.stats["server transactions"]++
+}
+
+func (s *sim) serverWrite(gone map[string]bool) string {
+	pick := func(query string, args ...any) (string, bool) { return s.pickRow(s.serverIDs(query, args...)) }
+	title := fmt.Sprintf("srv@%d", s.step)
+	switch r := s.rng.IntN(100); {
+	case r < 8:
+		return fmt.Sprintf("INSERT INTO app.docs (id, owner_id, title, n) VALUES (%s, %s, %s, %d)", lit(s.newID("d")), lit(s.anyUser()), lit(title), s.rng.IntN(100))
+	case r < 18:
+		if id, ok := pick(`SELECT id FROM app.docs ORDER BY id`); ok {
+			return fmt.Sprintf("UPDATE app.docs SET title = %s, n = %d WHERE id = %s", lit(title), s.rng.IntN(100), lit(id))
+		}
+	case r < 26:
+		if id, ok := pick(`SELECT id FROM app.docs ORDER BY id`); ok {
+			s.stats["ownership transfers"]++
+			return fmt.Sprintf("UPDATE app.docs SET owner_id = %s WHERE id = %s", lit(s.anyUser()), lit(id))
+		}
+	case r < 30:
+		if id, ok := pick(`SELECT id FROM app.docs ORDER BY id`); ok {
+			return fmt.Sprintf("DELETE FROM app.docs WHERE id = %s", lit(id))
+		}
+	case r < 32:
+		return fmt.Sprintf("INSERT INTO app.projects VALUES (%s, %s)", lit(s.newID("p")), lit(s.anyUser()))
+	case r < 38:
+		if id, ok := pick(`SELECT id FROM app.projects ORDER BY id`); ok {
+			s.stats["ownership transfers"]++
+			return fmt.Sprintf("UPDATE app.projects SET owner_id = %s WHERE id = %s", lit(s.anyUser()), lit(id))
+		}
+	case r < 43:
+		if p, ok := pick(`SELECT id FROM app.projects ORDER BY id`); ok {
+			return fmt.Sprintf("INSERT INTO app.tasks VALUES (%d, %s, %s)", s.newNum(), lit(p), lit(title))
+		}
+	case r < 48:
+		if id, ok := pick(`SELECT id FROM app.tasks ORDER BY id`); ok {
+			if s.rng.IntN(3) == 0 {
+				p, _ := pick(`SELECT id FROM app.projects ORDER BY id`)
+				s.stats["ownership transfers"]++
+				return fmt.Sprintf("UPDATE app.tasks SET project_id = %s WHERE id = %s", lit(p), id)
+			}
+			return fmt.Sprintf("UPDATE app.tasks SET title = %s WHERE id = %s", lit(title), id)
+		}
+	case r < 51:
+		if id, ok := pick(`SELECT id FROM app.tasks ORDER BY id`); ok {
+			return fmt.Sprintf("DELETE FROM app.tasks WHERE id = %s", id)
+		}
+	case r < 55:
+		id := s.newID("n")
+		q := fmt.Sprintf("INSERT INTO app.notes VALUES (%s, %s)", lit(id), lit(title))
+		for _, u := range s.someUsers(1 + s.rng.IntN(2)) {
+			q += fmt.Sprintf(";\nINSERT INTO app.note_members (note_id, user_id) VALUES (%s, %s)", lit(id), lit(u))
+		}
+		return q
+	case r < 63: // membership change: share a note with one more user
+		id, ok := pick(`SELECT id FROM app.notes ORDER BY id`)
+		if ok && !gone[id] {
+			u := s.anyUser()
+			s.stats["membership changes"]++
+			if s.rng.IntN(3) == 0 { // the same member twice: the scope once
+				s.stats["duplicate memberships"]++
+				return fmt.Sprintf("INSERT INTO app.note_members (note_id, user_id) VALUES (%s, %s)", lit(id), lit(u))
+			}
+			return fmt.Sprintf("INSERT INTO app.note_members (note_id, user_id) SELECT %s, %s WHERE NOT EXISTS (SELECT FROM app.note_members WHERE note_id = %s AND user_id = %s)",
+				lit(id), lit(u), lit(id), lit(u))
+		}
+	case r < 70: // membership change: unshare
+		if id, ok := pick(`SELECT id FROM app.note_members ORDER BY id`); ok {
+			s.stats["membership changes"]++
+			return fmt.Sprintf("DELETE FROM app.note_members WHERE id = %s", id)
+		}
+	case r < 74:
+		if id, ok := pick(`SELECT id FROM app.notes ORDER BY id`); ok {
+			return fmt.Sprintf("UPDATE app.notes SET title = %s WHERE id = %s", lit(title), lit(id))
+		}
+	case r < 76:
+		if id, ok := pick(`SELECT id FROM app.notes ORDER BY id`); ok {
+			gone[id] = true
+			return fmt.Sprintf("DELETE FROM app.note_members WHERE note_id = %s;\nDELETE FROM app.notes WHERE id = %s", lit(id), lit(id))
+		}
+	case r < 81: // membership change of the sql rule's dependency
+		u, team := s.anyUser(), simTeams[s.rng.IntN(len(simTeams))]
+		s.stats["membership changes"]++
+		if s.rng.IntN(3) == 0 { // the same member twice: the scope once
+			s.stats["duplicate memberships"]++
+			return fmt.Sprintf("INSERT INTO app.team_members (team, user_id) VALUES (%s, %s)", lit(team), lit(u))
+		}
+		return fmt.Sprintf("INSERT INTO app.team_members (team, user_id) SELECT %s, %s WHERE NOT EXISTS (SELECT FROM app.team_members WHERE team = %s AND user_id = %s)",
+			lit(team), lit(u), lit(team), lit(u))
+	case r < 85:
+		if id, ok := pick(`SELECT id FROM app.team_members ORDER BY id`); ok {
+			s.stats["membership changes"]++
+			return fmt.Sprintf("DELETE FROM app.team_members WHERE id = %s", id)
+		}
+	case r < 88:
+		return fmt.Sprintf("INSERT INTO app.reports VALUES (%s, %s, %s)", lit(s.newID("r")), lit(simTeams[s.rng.IntN(len(simTeams))]), lit(title))
+	case r < 94:
+		if id, ok := pick(`SELECT id FROM app.reports ORDER BY id`); ok {
+			if s.rng.IntN(2) == 0 {
+				s.stats["ownership transfers"]++
+				return fmt.Sprintf("UPDATE app.reports SET team = %s WHERE id = %s", lit(simTeams[s.rng.IntN(len(simTeams))]), lit(id))
+			}
+			return fmt.Sprintf("UPDATE app.reports SET title = %s WHERE id = %s", lit(title), lit(id))
+		}
+	case r < 96:
+		if id, ok := pick(`SELECT id FROM app.reports ORDER BY id`); ok {
+			return fmt.Sprintf("DELETE FROM app.reports WHERE id = %s", lit(id))
+		}
+	default:
+		switch s.rng.IntN(3) {
+		case 0:
+			return fmt.Sprintf("INSERT INTO app.templates VALUES (%d, %s)", s.newNum(), lit(title))
+		case 1:
+			if id, ok := pick(`SELECT id FROM app.templates ORDER BY id`); ok {
+				return fmt.Sprintf("UPDATE app.templates SET name = %s WHERE id = %s", lit(title), id)
+			}
+		default:
+			if id, ok := pick(`SELECT id FROM app.templates ORDER BY id`); ok {
+				return fmt.Sprintf("DELETE FROM app.templates WHERE id = %s", id)
+			}
+		}
+	}
+	return ""
+}
+
+// assignmentChange changes which scopes users are assigned: rows of the
+// assignment function's table (another user's scope, the shared templates, an
+// empty shared scope), a new shared scope, or a switch between the custom
+// function and the default assignment.
+func (s *sim) assignmentChange() {
+	var q string
+	switch s.rng.IntN(8) {
+	case 0, 1, 2:
+		u := simUsers[s.rng.IntN(len(simUsers))]
+		scopes := []string{"templates_public", "user:" + s.anyUser(), "news_1", "news_2"}
+		sc := scopes[s.rng.IntN(len(scopes))]
+		q = fmt.Sprintf("INSERT INTO app.extra_scopes VALUES (%s, %s) ON CONFLICT DO NOTHING", lit(u), lit(sc))
+	case 3, 4, 5:
+		rows := s.serverIDs(`SELECT user_id || '|' || scope FROM app.extra_scopes ORDER BY 1`)
+		if len(rows) == 0 {
+			return
+		}
+		parts := strings.SplitN(rows[s.rng.IntN(len(rows))], "|", 2)
+		q = fmt.Sprintf("DELETE FROM app.extra_scopes WHERE user_id = %s AND scope = %s", lit(parts[0]), lit(parts[1]))
+	case 6:
+		q = fmt.Sprintf("SELECT synchro.register_shared_scope('news_%d')", 1+s.rng.IntN(3))
+	default:
+		if s.customAssign {
+			q = `SELECT synchro.set_scope_assignment(NULL)`
+		} else {
+			q = `SELECT synchro.set_scope_assignment('app.scopes_for(text)')`
+		}
+		s.customAssign = !s.customAssign
+	}
+	s.logf("assignment: %s", q)
+	s.e.d.Exec(s.t, q)
+	s.stats["scope assignment changes"]++
+}
+
+// ---- the end ----
+
+// finish stops the faults, lets every replica settle, and checks convergence,
+// the mutation accounting and the ledgers.
+func (s *sim) finish() {
+	t := s.t
+	s.final = true
+	s.chaos = false
+	s.hook.arm("", 0)
+	if s.workerUp {
+		if ok, _ := workerExited(s.e.w); ok {
+			s.workerUp = false
+		}
+	}
+	if !s.workerUp {
+		s.startWorker()
+	}
+	waitMaterialized(t, s.e.d)
+	settleStart := time.Now()
+	quiet := false
+	for round := 0; round < 25 && !quiet; round++ {
+		quiet = true
+		for _, c := range s.clients {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			before := s.syncedScopes(c)
+			rep, err := c.SyncReport(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: sync after the faults stopped (round %d): %v", c.name, round, err)
+			}
+			for _, scope := range rep.Rebuilt {
+				if before[scope] {
+					t.Fatalf("%s: scope %s had a cursor and was rebuilt while settling: a pull's checksum did not match the server's", c.name, scope)
+				}
+			}
+			quiet = quiet && rep.Pending == 0 && rep.Pushed == 0 && rep.Rejected == 0 && rep.Retried == 0 && rep.Pulled == 0 && len(rep.Rebuilt) == 0
+		}
+		waitMaterialized(t, s.e.d)
+	}
+	if !quiet {
+		t.Fatal("the replicas did not settle within 25 sync rounds after the faults stopped (something is pushed, pulled or rebuilt in every round)")
+	}
+	t.Logf("settled in %s", time.Since(settleStart).Round(time.Millisecond))
+
+	s.requireLedgers()
+	outcomes := map[string]int{}
+	for _, c := range s.clients {
+		s.requireMutations(c, outcomes)
+	}
+	for _, c := range s.clients {
+		s.requireConverged(c)
+	}
+	s.report(outcomes)
+}
+
+// requireLedgers: every source transaction materialized once, every write's
+// fence reconciled with one event, no effect twice, digests and versions
+// consistent.
+func (s *sim) requireLedgers() {
+	t, d := s.t, s.e.d
+	checks := []struct{ what, query string }{
+		{"duplicate effects in the effect ledger (stream_generation|scope|commit_lsn|event_ordinal|table_id|key|op|version|count)", `
+			SELECT stream_generation, scope, commit_lsn, event_ordinal, table_id, key, op, coalesce(version, ''), count(*)
+			FROM synchro.effect GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 HAVING count(*) > 1 LIMIT 20`},
+		{"events recorded twice in the event ledger (stream_generation|commit_lsn|event_ordinal|count)", `
+			SELECT stream_generation, commit_lsn, event_ordinal, count(*)
+			FROM synchro.event_ledger GROUP BY 1, 2, 3 HAVING count(*) > 1 LIMIT 20`},
+		{"fences reconciled with more than one event: a write materialized twice (fence_id|count)", `
+			SELECT fence_id, count(*) FROM synchro.event_ledger GROUP BY 1 HAVING count(*) > 1 LIMIT 20`},
+		{"fences never materialized or without their event: writes lost by capture (fence_id|op|key|client_id|mutation_id)", `
+			SELECT f.fence_id, f.op, f.key, f.client_id, f.mutation_id FROM synchro.fence f
+			WHERE f.materialized_lsn IS NULL OR NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id) LIMIT 20`},
+		{"source transactions in the transaction ledger more than once (xid|count)", `
+			SELECT xid, count(*) FROM synchro.txn_ledger GROUP BY 1 HAVING count(*) > 1 LIMIT 20`},
+		{"committed source transactions (by the xid of their fences) missing from the transaction ledger (xid)", `
+			SELECT DISTINCT (f.xid::text::numeric % 4294967296)::bigint FROM synchro.fence f
+			WHERE NOT EXISTS (SELECT FROM synchro.txn_ledger l WHERE l.xid = (f.xid::text::numeric % 4294967296)::bigint) LIMIT 20`},
+		{"mutations applied more than once (client_id|mutation_id|fences)", `
+			SELECT client_id, mutation_id, count(*) FROM synchro.fence WHERE mutation_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1 LIMIT 20`},
+		{"stream generations (want exactly one: no restart of the stream from scratch)", `
+			SELECT count(DISTINCT stream_generation) FROM synchro.txn_ledger HAVING count(DISTINCT stream_generation) <> 1`},
+	}
+	for _, c := range checks {
+		if bad := rowsOf(t, d, c.query); len(bad) > 0 {
+			t.Fatalf("%s: %v", c.what, bad)
+		}
+	}
+	requireDigests(t, d)
+	requireEffectVersions(t, d)
+}
+
+// requireMutations: every mutation c put on the wire has exactly one recorded
+// outcome on the server; an applied one wrote exactly one fence and no
+// rejection, any other wrote nothing and is recorded by the replica as a
+// rejection with the same code. Mutations that never left the queue are gone
+// for a reason: the application deleted its own unpushed insert, or their row
+// was rejected.
+func (s *sim) requireMutations(c *simClient, outcomes map[string]int) {
+	t, ctx := s.t, context.Background()
+	if n, err := c.Pending(ctx); err != nil || n != 0 {
+		t.Fatalf("%s: %d mutations still queued after settling (%v)", c.name, n, err)
+	}
+	type recorded struct{ status, code string }
+	server := map[string]recorded{}
+	for _, row := range rowsOf(t, s.e.d, `SELECT mutation_id, coalesce(outcome->>'status', '<none>'), coalesce(outcome->>'code', '')
+		FROM synchro.mutation WHERE client_id = $1`, c.name) {
+		p := strings.SplitN(row, "|", 3)
+		server[p[0]] = recorded{p[1], p[2]}
+	}
+	fences := map[string]int{}
+	for _, row := range rowsOf(t, s.e.d, `SELECT mutation_id, count(*) FROM synchro.fence WHERE client_id = $1 AND mutation_id IS NOT NULL GROUP BY 1`, c.name) {
+		p := strings.SplitN(row, "|", 2)
+		fences[p[0]], _ = strconv.Atoi(p[1])
+	}
+	rejs, err := c.Rejections(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejected := map[string]client.Rejection{}
+	rejectedRows := map[string]bool{}
+	for _, r := range rejs {
+		if r.Code == "" || r.Message == "" {
+			t.Fatalf("%s: rejection of mutation %s (%s %s) without a code or message: %+v", c.name, r.MutationID, r.Table, r.PK, r)
+		}
+		if _, dup := rejected[r.MutationID]; dup {
+			t.Fatalf("%s: mutation %s rejected twice", c.name, r.MutationID)
+		}
+		if !c.sent[r.MutationID] {
+			t.Fatalf("%s: rejection of mutation %s (%s %s %s), which was never sent", c.name, r.MutationID, r.Table, r.PK, r.Code)
+		}
+		rejected[r.MutationID] = r
+		rejectedRows[r.Table+" "+r.PK] = true
+	}
+	for _, id := range sortedKeys(c.sent) {
+		q := c.queued[id]
+		o, ok := server[id]
+		if !ok {
+			t.Fatalf("%s: mutation %s (%s %s %s) was sent but the server recorded no outcome: lost", c.name, id, q.op, q.tbl, q.pk)
+		}
+		outcomes[o.status+" "+o.code]++
+		switch o.status {
+		case "applied":
+			if fences[id] != 1 {
+				t.Fatalf("%s: applied mutation %s (%s %s %s) wrote %d fences, want exactly 1", c.name, id, q.op, q.tbl, q.pk, fences[id])
+			}
+			if r, ok := rejected[id]; ok {
+				t.Fatalf("%s: mutation %s was applied by the server but the replica recorded it as rejected: %+v", c.name, id, r)
+			}
+		case "conflict", "rejected":
+			if fences[id] != 0 {
+				t.Fatalf("%s: mutation %s (%s %s %s) was answered %s %s but wrote %d fences", c.name, id, q.op, q.tbl, q.pk, o.status, o.code, fences[id])
+			}
+			r, ok := rejected[id]
+			if !ok {
+				t.Fatalf("%s: mutation %s (%s %s %s) was answered %s %s but the replica recorded no rejection", c.name, id, q.op, q.tbl, q.pk, o.status, o.code)
+			}
+			if r.Code != o.code {
+				t.Fatalf("%s: mutation %s: the replica recorded rejection code %q, the server %q", c.name, id, r.Code, o.code)
+			}
+		default:
+			t.Fatalf("%s: mutation %s has the recorded outcome %q (code %q), not a final one", c.name, id, o.status, o.code)
+		}
+	}
+	for _, id := range sortedKeys(server) {
+		if !c.sent[id] {
+			t.Fatalf("%s: the server recorded mutation %s, which the replica never sent", c.name, id)
+		}
+	}
+	for _, id := range sortedKeys(fences) {
+		if !c.sent[id] {
+			t.Fatalf("%s: a fence carries mutation %s, which the replica never sent", c.name, id)
+		}
+	}
+	for _, id := range sortedKeys(c.queued) {
+		q := c.queued[id]
+		if c.sent[id] {
+			continue
+		}
+		if !(q.op == "upsert" && !q.base) && !rejectedRows[q.tbl+" "+q.pk] {
+			t.Fatalf("%s: mutation %s (%s %s %s, base_version %v) left the queue without being sent, and its row was never rejected: lost",
+				c.name, id, q.op, q.tbl, q.pk, q.base)
+		}
+		outcomes["never sent (discarded locally)"]++
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// requireConverged: c holds exactly the scopes assigned to its user, each with a
+// cursor, the server's rows and checksum, and its tables hold exactly the rows
+// of those scopes, value for value.
+func (s *sim) requireConverged(c *simClient) {
+	t, ctx := s.t, context.Background()
+	var assigned []string
+	if err := s.e.d.Pool.QueryRow(ctx, `SELECT synchro.assigned_scopes($1)`, c.user).Scan(&assigned); err != nil {
+		t.Fatal(err)
+	}
+	scopes, err := c.Scopes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	want := map[string]any{}
+	for _, sc := range scopes {
+		held = append(held, sc.ID)
+		if !sc.Synced {
+			t.Fatalf("%s (%s): scope %s has no cursor after settling", c.name, c.user, sc.ID)
+		}
+		server := s.e.serverScope(t, sc.ID)
+		for k, row := range server {
+			want[k] = row
+		}
+		var serverSum string
+		if err := s.e.d.Pool.QueryRow(ctx, `SELECT synchro.scope_checksum(p.stream_generation, $1, coalesce(p.materialized_commit_lsn, '0/0'))
+			FROM synchro.progress p`, sc.ID).Scan(&serverSum); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(sc.Checksum) != serverSum {
+			t.Fatalf("%s (%s): scope %s checksum %d, server %s", c.name, c.user, sc.ID, sc.Checksum, serverSum)
+		}
+		got := map[string]bool{}
+		for _, k := range s.scopeRowKeys(c, sc.ID) {
+			got[k] = true
+		}
+		var missing, extra []string
+		for k := range server {
+			if !got[k] {
+				missing = append(missing, k)
+			}
+		}
+		for k := range got {
+			if _, ok := server[k]; !ok {
+				extra = append(extra, k)
+			}
+		}
+		if len(missing) > 0 || len(extra) > 0 || len(got) != sc.Rows {
+			sort.Strings(missing)
+			sort.Strings(extra)
+			t.Fatalf("%s (%s): scope %s holds %d rows (%d counted), server %d; missing %v, not on the server %v",
+				c.name, c.user, sc.ID, len(got), sc.Rows, len(server), missing, extra)
+		}
+	}
+	if !slices.Equal(held, assigned) {
+		t.Fatalf("%s (%s): holds scopes %v, assigned %v", c.name, c.user, held, assigned)
+	}
+	local, server := s.localRows(c), normalize(t, want)
+	if !reflect.DeepEqual(local, server) {
+		var why []string
+		for _, k := range sortedKeys(local) {
+			if !reflect.DeepEqual(local[k], server[k]) {
+				why = append(why, s.explainRow(c, k))
+			}
+		}
+		for _, k := range sortedKeys(server) {
+			if _, ok := local[k]; !ok {
+				why = append(why, s.explainRow(c, k))
+			}
+		}
+		t.Fatalf("%s (%s): local tables differ from the server's scopes %v:\n%s\nwhat the server and the replica know of these rows:\n%s",
+			c.name, c.user, held, rowDiff(t, local, server), strings.Join(why, "\n"))
+	}
+}
+
+// explainRow describes a row ("table/pk") for a failure: its current server
+// image and membership history, this replica's mutations of it and their
+// recorded outcomes, and the replica's side tables for it.
+func (s *sim) explainRow(c *simClient, k string) string {
+	table, pkText, _ := strings.Cut(k, "/")
+	var pk map[string]any
+	if err := json.Unmarshal([]byte(pkText), &pk); err != nil {
+		return k + ": " + err.Error()
+	}
+	key := fmt.Sprint(pk["id"])
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s:\n", k)
+	for _, line := range rowsOf(s.t, s.e.d, `
+		WITH t AS (SELECT table_id FROM synchro.synced_table WHERE name = $1)
+		SELECT 'server image: ' || coalesce((SELECT v.image::text FROM synchro.synced_row r JOIN synchro.row_version v ON v.version = r.version
+		                                     WHERE r.table_id = t.table_id AND r.key = $2), '<none>')
+		FROM t
+		UNION ALL
+		SELECT 'membership edges: ' || coalesce((SELECT string_agg(m.scope || ' [' || m.from_lsn || ', ' || coalesce(m.to_lsn::text, 'open') || ')', '; ' ORDER BY m.from_lsn)
+		                                         FROM synchro.membership m WHERE m.table_id = t.table_id AND m.key = $2), '<none>')
+		FROM t`, table, key) {
+		fmt.Fprintf(&b, "    %s\n", line)
+	}
+	for _, line := range rowsOf(s.t, s.e.d, `
+		SELECT m.mutation_id, m.outcome->>'status', coalesce(m.outcome->>'code', ''), m.recorded_at::text,
+		       coalesce((SELECT f.materialized_lsn::text FROM synchro.fence f WHERE f.client_id = m.client_id AND f.mutation_id = m.mutation_id), 'no fence')
+		FROM synchro.mutation m WHERE m.client_id = $1 AND m.outcome->>'table' = $2 AND m.outcome->'pk' = $3::jsonb
+		ORDER BY m.recorded_at`, c.name, table, pkText) {
+		fmt.Fprintf(&b, "    %s mutation (id|status|code|recorded|fence materialized at): %s\n", c.name, line)
+	}
+	local := func(what, query string) {
+		var v string
+		if err := c.DB().QueryRow(query, table, pkText).Scan(&v); err != nil {
+			v = err.Error()
+		}
+		fmt.Fprintf(&b, "    %s %s: %s\n", c.name, what, v)
+	}
+	local("image", `SELECT coalesce((SELECT row || ' @' || coalesce(server_version, '') FROM _synchro_images WHERE tbl = ? AND pk = ?), '<none>')`)
+	local("held by scopes", `SELECT coalesce((SELECT group_concat(scope) FROM _synchro_rows WHERE tbl = ? AND pk = ?), '<none>')`)
+	local("queued", `SELECT coalesce((SELECT group_concat(op || ' sent=' || sent) FROM _synchro_queue WHERE tbl = ? AND pk = ?), '<none>')`)
+	local("rejections", `SELECT coalesce((SELECT group_concat(code) FROM _synchro_rejections WHERE tbl = ? AND pk = ?), '<none>')`)
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// scopeRowKeys are the "table/pk" keys the replica attributes to scope.
+func (s *sim) scopeRowKeys(c *simClient, scope string) []string {
+	rows, err := c.DB().Query(`SELECT tbl, pk FROM _synchro_rows WHERE scope = ?`, scope)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var tbl, pk string
+		if err := rows.Scan(&tbl, &pk); err != nil {
+			s.t.Fatal(err)
+		}
+		var pkv map[string]any
+		if err := json.Unmarshal([]byte(pk), &pkv); err != nil {
+			s.t.Fatal(err)
+		}
+		out = append(out, rowKey(tbl, pkv))
+	}
+	return out
+}
+
+// localRows is every row of the replica's synced tables, "table/pk" -> row in
+// wire form (localValue), as client_test.go's localRows for this schema.
+func (s *sim) localRows(c *simClient) map[string]any {
+	t := s.t
+	if tables := c.Tables(); !slices.Equal(tables, simTables) {
+		t.Fatalf("%s: synced tables %v, want %v", c.name, tables, simTables)
+	}
+	out := map[string]any{}
+	for _, table := range simTables {
+		rows, err := c.DB().Query(`SELECT * FROM "` + table + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			row := map[string]any{}
+			for i, col := range cols {
+				row[col] = localValue(table, col, vals[i])
+			}
+			out[rowKey(table, map[string]any{"id": row["id"]})] = row
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+	}
+	return normalize(t, out)
+}
+
+// rowDiff describes how local differs from server, row by row.
+func rowDiff(t *testing.T, local, server map[string]any) string {
+	var lines []string
+	for _, k := range sortedKeys(local) {
+		if sv, ok := server[k]; !ok {
+			lines = append(lines, fmt.Sprintf("  only local:     %s %s", k, mustMarshal(t, local[k])))
+		} else if !reflect.DeepEqual(local[k], sv) {
+			lines = append(lines, fmt.Sprintf("  differs:        %s local %s server %s", k, mustMarshal(t, local[k]), mustMarshal(t, sv)))
+		}
+	}
+	for _, k := range sortedKeys(server) {
+		if _, ok := local[k]; !ok {
+			lines = append(lines, fmt.Sprintf("  only on server: %s %s", k, mustMarshal(t, server[k])))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// report logs what the run exercised, and fails when it exercised too little
+// to mean anything.
+func (s *sim) report(outcomes map[string]int) {
+	t := s.t
+	var lines []string
+	for _, k := range sortedKeys(s.stats) {
+		lines = append(lines, fmt.Sprintf("%s: %d", k, s.stats[k]))
+	}
+	for _, k := range sortedKeys(outcomes) {
+		lines = append(lines, fmt.Sprintf("mutation outcome %s: %d", k, outcomes[k]))
+	}
+	var rows int64
+	for _, table := range []string{"docs", "tasks", "notes", "reports", "templates"} {
+		rows += queryInt(t, s.e.d, `SELECT count(*) FROM app.`+table)
+	}
+	lines = append(lines, fmt.Sprintf("synced rows on the server at the end: %d; source transactions materialized: %d; effects: %d",
+		rows, queryInt(t, s.e.d, `SELECT count(*) FROM synchro.txn_ledger`), queryInt(t, s.e.d, `SELECT count(*) FROM synchro.effect`)))
+	t.Logf("convergence simulation (SYNCHRO_SEED=%d, %s) converged:\n  %s", s.plan.seed, s.plan, strings.Join(lines, "\n  "))
+	if s.step < 150 {
+		return // too short to require coverage
+	}
+	for _, need := range []struct {
+		what string
+		n    int
+	}{
+		{"applied mutations", outcomes["applied "]},
+		{"version conflicts", outcomes["conflict version_conflict"]},
+		{"policy rejections", outcomes["rejected policy_rejected"]},
+		{"validation failures", outcomes["rejected validation_failed"]},
+		{"worker kills", s.stats["worker kills"] + s.stats["worker crashes at a step boundary"]},
+		{"answers lost after the server processed the request", s.stats["http: answer lost after the server processed the request"]},
+		{"ownership transfers", s.stats["ownership transfers"]},
+		{"membership changes", s.stats["membership changes"]},
+		{"scope assignment changes", s.stats["scope assignment changes"]},
+	} {
+		if need.n == 0 {
+			t.Fatalf("the run exercised no %s: the simulation is too short or its mix is broken", need.what)
+		}
+	}
+	if s.pgData != "" && s.crashes == 0 {
+		t.Fatal("the run never restarted PostgreSQL although SYNCHRO_TEST_PGDATA is set")
+	}
+}
