@@ -80,19 +80,20 @@ func (s *syncServer) stop() {
 	_ = s.cmd.Wait()
 }
 
-// peakRSS is synchrod's peak resident memory (VmHWM) in MiB.
-func (s *syncServer) peakRSS() (float64, error) {
+// memory is a figure of synchrod's /proc status in MiB: "VmHWM" (peak
+// resident) or "VmRSS" (resident now).
+func (s *syncServer) memory(field string) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			kb, err := strconv.ParseFloat(f[1], 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM")
+	return 0, fmt.Errorf("no %s", field)
 }
 
 // call posts body to path as user and decodes the 200 answer into out,
@@ -216,6 +217,10 @@ func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 		return nil, err
 	}
 	defer srv.stop()
+	idle, err := srv.memory("VmRSS")
+	if err != nil {
+		return nil, err
+	}
 	var rows []row
 
 	r, err := pushBench(ctx, srv, pool, seconds)
@@ -235,11 +240,12 @@ func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 		return nil, fmt.Errorf("rebuild: %w", err)
 	}
 	rows = append(rows, r...)
-	mib, err := srv.peakRSS()
+	peak, err := srv.memory("VmHWM")
 	if err != nil {
 		return nil, err
 	}
-	return append(rows, row{Name: "synchrod peak memory (VmHWM) after the sync runs", Value: mib, Unit: "MiB"}), nil
+	return append(rows, row{Name: "synchrod peak memory (VmHWM) after the sync runs", Value: peak, Unit: "MiB",
+		Baseline: "synchrod idle after start", BaseVal: idle}), nil
 }
 
 // pushBench: 4 clients push 50-mutation insert batches for the given time;
