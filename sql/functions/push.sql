@@ -43,9 +43,7 @@ BEGIN
                                       'status', 'retry', 'code', 'server_retryable',
                                       'message', 'the mutation is being applied by another request; retry the mutation');
         END;
-        IF res IS NOT NULL THEN
-            NULL;
-        ELSIF claimed THEN
+        IF res IS NULL AND claimed THEN
             res := synchro.apply_mutation(c, user_id, m);
             IF res ->> 'status' = 'retry' THEN
                 DELETE FROM synchro.mutation WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
@@ -53,7 +51,7 @@ BEGIN
                 UPDATE synchro.mutation SET outcome = res
                 WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
             END IF;
-        ELSE
+        ELSIF res IS NULL THEN -- a replay: the recorded outcome
             res := (SELECT x.outcome FROM synchro.mutation x WHERE x.client_id = c.client_id AND x.mutation_id = m ->> 'mutation_id');
         END IF;
         IF res ->> 'status' = 'applied' THEN
