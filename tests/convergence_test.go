@@ -1187,6 +1187,13 @@ func (s *sim) requireLedgers() {
 			WHERE NOT EXISTS (SELECT FROM synchro.txn_ledger l WHERE l.xid = (f.xid::text::numeric % 4294967296)::bigint) LIMIT 20`},
 		{"mutations applied more than once (client_id|mutation_id|fences)", `
 			SELECT client_id, mutation_id, count(*) FROM synchro.fence WHERE mutation_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1 LIMIT 20`},
+		{"synced rows whose materialized version is not the live row's last version (table_id|key|live|materialized)", `
+			SELECT t.table_id, h.key, h.version, v.version
+			FROM synchro.row_head h
+			JOIN synchro.synced_table t ON t.relation_id = h.relation_id
+			LEFT JOIN LATERAL (SELECT v.version FROM synchro.row_version v WHERE v.table_id = t.table_id AND v.key = h.key
+			                   ORDER BY v.commit_lsn DESC LIMIT 1) v ON true
+			WHERE v.version IS DISTINCT FROM h.version LIMIT 20`},
 		{"stream generations (want exactly one: no restart of the stream from scratch)", `
 			SELECT count(DISTINCT stream_generation) FROM synchro.txn_ledger HAVING count(DISTINCT stream_generation) <> 1`},
 	}
