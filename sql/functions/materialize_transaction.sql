@@ -5,6 +5,8 @@
 --     commit_lsn), even when no event applies; an identity that is already durable
 --     replays as a no-op (no duplicate versions, edges or effects), and a
 --     transaction at or behind the high-watermark that is not durable is refused;
+--   * it waits until the new transactions are visible (synchro.await_visible:
+--     a commit is decoded a moment before it is visible to other snapshots);
 --   * the new transactions are materialized by synchro.materialize_segment, in
 --     segments cut so that a transaction changing a relation some scope rule
 --     reads is evaluated on its own, against its final projected state;
@@ -53,6 +55,7 @@ BEGIN
             USING ERRCODE = 'data_corrupted';
     END IF;
 
+    PERFORM synchro.await_visible(ARRAY(SELECT (t ->> 'xid')::bigint FROM jsonb_array_elements(fresh) t));
     PERFORM synchro.materialize_scratch();
     -- Segments: a transaction that changes a relation some rule reads stands
     -- alone; the transactions between such ones form one segment each.
