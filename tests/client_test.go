@@ -99,13 +99,20 @@ func localValue(table, column string, v any) any {
 // wire form.
 func (c *sdkClient) localRows(t *testing.T) map[string]any {
 	t.Helper()
-	out := map[string]any{}
 	tables := c.Tables()
 	if !slices.Equal(tables, []string{"docs", "notes", "tasks", "templates"}) {
 		t.Fatalf("%s: synced tables %v", c.name, tables)
 	}
+	return localTables(t, c.DB(), tables)
+}
+
+// localTables reads tables of a client's SQLite database in wire form
+// (localValue), keyed like rowKey, normalized.
+func localTables(t *testing.T, db *sql.DB, tables []string) map[string]any {
+	t.Helper()
+	out := map[string]any{}
 	for _, table := range tables {
-		rows, err := c.DB().Query(`SELECT * FROM "` + table + `"`)
+		rows, err := db.Query(`SELECT * FROM "` + table + `"`)
 		if err != nil {
 			t.Fatal(err)
 		}

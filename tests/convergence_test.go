@@ -1454,38 +1454,10 @@ func (s *sim) scopeRowKeys(c *simClient, scope string) []string {
 // localRows is every row of the replica's synced tables, "table/pk" -> row in
 // wire form (localValue), as client_test.go's localRows for this schema.
 func (s *sim) localRows(c *simClient) map[string]any {
-	t := s.t
 	if tables := c.Tables(); !slices.Equal(tables, simTables) {
-		t.Fatalf("%s: synced tables %v, want %v", c.name, tables, simTables)
+		s.t.Fatalf("%s: synced tables %v, want %v", c.name, tables, simTables)
 	}
-	out := map[string]any{}
-	for _, table := range simTables {
-		rows, err := c.DB().Query(`SELECT * FROM "` + table + `"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			row := map[string]any{}
-			for i, col := range cols {
-				row[col] = localValue(table, col, vals[i])
-			}
-			out[rowKey(table, map[string]any{"id": row["id"]})] = row
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
-	}
-	return normalize(t, out)
+	return localTables(s.t, c.DB(), simTables)
 }
 
 // rowDiff describes how local differs from server, row by row.
