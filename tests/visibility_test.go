@@ -28,8 +28,22 @@ func TestAwaitVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireState(t, d.ExecErr(`SELECT synchro.await_visible(ARRAY[$1::bigint], '50 milliseconds')`, xid), "40001", "still not visible")
-	if err := d.ExecErr(`SELECT synchro.await_visible(ARRAY[$1::bigint + 1, 7], '50 milliseconds')`, xid); err != nil {
-		t.Fatalf("transactions not in progress: %v", err)
+	var done1, done2 int64 // two transactions that have ended: one committed, one rolled back
+	if err := d.Pool.QueryRow(ctx, `SELECT (pg_current_xact_id()::text::numeric % 4294967296)::bigint`).Scan(&done1); err != nil {
+		t.Fatal(err)
+	}
+	aborted, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := aborted.QueryRow(ctx, `SELECT (pg_current_xact_id()::text::numeric % 4294967296)::bigint`).Scan(&done2); err != nil {
+		t.Fatal(err)
+	}
+	if err := aborted.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ExecErr(`SELECT synchro.await_visible(ARRAY[$1::bigint, $2::bigint], '50 milliseconds')`, done1, done2); err != nil {
+		t.Fatalf("transactions that ended: %v", err)
 	}
 
 	done := make(chan error, 1)

@@ -14,8 +14,15 @@ AS $$
 DECLARE
     deadline timestamptz := clock_timestamp() + timeout;
 BEGIN
-    WHILE EXISTS (SELECT FROM pg_snapshot_xip(pg_current_snapshot()) x
-                  WHERE (x::text::numeric % 4294967296)::bigint = ANY (xids)) LOOP
+    -- A 32-bit xid is placed in the epoch of the snapshot's xmax: at or after
+    -- xmax it has not completed as of the snapshot; before it, it has completed
+    -- unless the snapshot lists it as running.
+    WHILE EXISTS (SELECT FROM (SELECT pg_current_snapshot() AS snap) s,
+                              LATERAL (SELECT pg_snapshot_xmax(s.snap)::text::numeric AS xmax) m,
+                              LATERAL unnest(xids) AS x(xid),
+                              LATERAL (SELECT ((x.xid - m.xmax % 4294967296) % 4294967296 + 4294967296) % 4294967296 AS ahead) d
+                  WHERE d.ahead < 2147483648
+                     OR NOT pg_visible_in_snapshot((m.xmax - (4294967296 - d.ahead))::text::xid8, s.snap)) LOOP
         IF clock_timestamp() > deadline THEN
             RAISE EXCEPTION 'synchro: decoded source transactions are still not visible after %', timeout
                 USING ERRCODE = 'serialization_failure';
