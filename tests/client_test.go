@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sort"
 	"testing"
 
 	"github.com/synchro-sync/synchro/client"
@@ -155,6 +156,19 @@ func normalize(t *testing.T, v map[string]any) map[string]any {
 // exactly the rows of those scopes, value for value.
 func requireReplica(t *testing.T, e *syncEnv, c *sdkClient) {
 	t.Helper()
+	_, want := requireScopes(t, e, c)
+	local, server := c.localRows(t), normalize(t, want)
+	if !reflect.DeepEqual(local, server) {
+		t.Fatalf("%s: local tables\n%s\nserver scopes\n%s", c.name, mustMarshal(t, local), mustMarshal(t, server))
+	}
+}
+
+// requireScopes fails unless the client holds exactly the scopes assigned to
+// its user, each with a cursor, the server's checksum and exactly the server's
+// rows in its side tables; it returns the scopes it holds and the server rows
+// of them ("table/pk" -> row), which its tables must hold.
+func requireScopes(t *testing.T, e *syncEnv, c *sdkClient) (held []string, want map[string]any) {
+	t.Helper()
 	ctx := context.Background()
 	var assigned []string
 	if err := e.d.Pool.QueryRow(ctx, `SELECT synchro.assigned_scopes($1)`, c.user).Scan(&assigned); err != nil {
@@ -164,59 +178,76 @@ func requireReplica(t *testing.T, e *syncEnv, c *sdkClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []string
-	want := map[string]any{}
-	for _, s := range scopes {
-		held = append(held, s.ID)
-		if !s.Synced {
-			t.Fatalf("%s: scope %s has no cursor", c.name, s.ID)
+	want = map[string]any{}
+	for _, sc := range scopes {
+		held = append(held, sc.ID)
+		if !sc.Synced {
+			t.Fatalf("%s (%s): scope %s has no cursor", c.name, c.user, sc.ID)
 		}
-		server := e.serverScope(t, s.ID)
+		server := e.serverScope(t, sc.ID)
 		for k, row := range server {
 			want[k] = row
 		}
 		var serverSum string
 		if err := e.d.Pool.QueryRow(ctx, `SELECT synchro.scope_checksum(p.stream_generation, $1, coalesce(p.materialized_commit_lsn, '0/0'))
-			FROM synchro.progress p`, s.ID).Scan(&serverSum); err != nil {
+			FROM synchro.progress p`, sc.ID).Scan(&serverSum); err != nil {
 			t.Fatal(err)
 		}
-		if fmt.Sprint(s.Checksum) != serverSum {
-			t.Fatalf("%s: scope %s checksum %d, server %s", c.name, s.ID, s.Checksum, serverSum)
+		if fmt.Sprint(sc.Checksum) != serverSum {
+			t.Fatalf("%s (%s): scope %s checksum %d, server %s", c.name, c.user, sc.ID, sc.Checksum, serverSum)
 		}
-		// The rows the replica attributes to the scope are the server's.
 		got := map[string]bool{}
-		rows, err := c.DB().Query(`SELECT tbl, pk FROM _synchro_rows WHERE scope = ?`, s.ID)
-		if err != nil {
-			t.Fatal(err)
+		for _, k := range c.scopeRowKeys(t, sc.ID) {
+			got[k] = true
 		}
-		for rows.Next() {
-			var tbl, pk string
-			if err := rows.Scan(&tbl, &pk); err != nil {
-				t.Fatal(err)
-			}
-			var pkv map[string]any
-			if err := json.Unmarshal([]byte(pk), &pkv); err != nil {
-				t.Fatal(err)
-			}
-			got[rowKey(tbl, pkv)] = true
-		}
-		rows.Close()
-		if len(got) != len(server) || len(got) != s.Rows {
-			t.Fatalf("%s: scope %s holds %d rows (%d counted), server %d", c.name, s.ID, len(got), s.Rows, len(server))
-		}
+		var missing, extra []string
 		for k := range server {
 			if !got[k] {
-				t.Fatalf("%s: scope %s lacks %s", c.name, s.ID, k)
+				missing = append(missing, k)
 			}
+		}
+		for k := range got {
+			if _, ok := server[k]; !ok {
+				extra = append(extra, k)
+			}
+		}
+		if len(missing) > 0 || len(extra) > 0 || len(got) != sc.Rows {
+			sort.Strings(missing)
+			sort.Strings(extra)
+			t.Fatalf("%s (%s): scope %s holds %d rows (%d counted), server %d; missing %v, not on the server %v",
+				c.name, c.user, sc.ID, len(got), sc.Rows, len(server), missing, extra)
 		}
 	}
 	if !slices.Equal(held, assigned) {
-		t.Fatalf("%s: holds scopes %v, assigned %v", c.name, held, assigned)
+		t.Fatalf("%s (%s): holds scopes %v, assigned %v", c.name, c.user, held, assigned)
 	}
-	local, server := c.localRows(t), normalize(t, want)
-	if !reflect.DeepEqual(local, server) {
-		t.Fatalf("%s: local tables\n%s\nserver scopes\n%s", c.name, mustMarshal(t, local), mustMarshal(t, server))
+	return held, want
+}
+
+// scopeRowKeys are the "table/pk" keys the replica attributes to scope.
+func (c *sdkClient) scopeRowKeys(t *testing.T, scope string) []string {
+	t.Helper()
+	rows, err := c.DB().Query(`SELECT tbl, pk FROM _synchro_rows WHERE scope = ?`, scope)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var tbl, pk string
+		if err := rows.Scan(&tbl, &pk); err != nil {
+			t.Fatal(err)
+		}
+		var pkv map[string]any
+		if err := json.Unmarshal([]byte(pk), &pkv); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rowKey(tbl, pkv))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // localString reads one value of the client's database ("" for none).

@@ -1314,59 +1314,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // cursor, the server's rows and checksum, and its tables hold exactly the rows
 // of those scopes, value for value.
 func (s *sim) requireConverged(c *simClient) {
-	t, ctx := s.t, context.Background()
-	var assigned []string
-	if err := s.e.d.Pool.QueryRow(ctx, `SELECT synchro.assigned_scopes($1)`, c.user).Scan(&assigned); err != nil {
-		t.Fatal(err)
-	}
-	scopes, err := c.Scopes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []string
-	want := map[string]any{}
-	for _, sc := range scopes {
-		held = append(held, sc.ID)
-		if !sc.Synced {
-			t.Fatalf("%s (%s): scope %s has no cursor after settling", c.name, c.user, sc.ID)
-		}
-		server := s.e.serverScope(t, sc.ID)
-		for k, row := range server {
-			want[k] = row
-		}
-		var serverSum string
-		if err := s.e.d.Pool.QueryRow(ctx, `SELECT synchro.scope_checksum(p.stream_generation, $1, coalesce(p.materialized_commit_lsn, '0/0'))
-			FROM synchro.progress p`, sc.ID).Scan(&serverSum); err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(sc.Checksum) != serverSum {
-			t.Fatalf("%s (%s): scope %s checksum %d, server %s", c.name, c.user, sc.ID, sc.Checksum, serverSum)
-		}
-		got := map[string]bool{}
-		for _, k := range s.scopeRowKeys(c, sc.ID) {
-			got[k] = true
-		}
-		var missing, extra []string
-		for k := range server {
-			if !got[k] {
-				missing = append(missing, k)
-			}
-		}
-		for k := range got {
-			if _, ok := server[k]; !ok {
-				extra = append(extra, k)
-			}
-		}
-		if len(missing) > 0 || len(extra) > 0 || len(got) != sc.Rows {
-			sort.Strings(missing)
-			sort.Strings(extra)
-			t.Fatalf("%s (%s): scope %s holds %d rows (%d counted), server %d; missing %v, not on the server %v",
-				c.name, c.user, sc.ID, len(got), sc.Rows, len(server), missing, extra)
-		}
-	}
-	if !slices.Equal(held, assigned) {
-		t.Fatalf("%s (%s): holds scopes %v, assigned %v", c.name, c.user, held, assigned)
-	}
+	t := s.t
+	held, want := requireScopes(t, s.e, c.sdkClient)
 	local, server := s.localRows(c), normalize(t, want)
 	if !reflect.DeepEqual(local, server) {
 		var why []string
@@ -1427,28 +1376,6 @@ func (s *sim) explainRow(c *simClient, k string) string {
 	local("queued", `SELECT coalesce((SELECT group_concat(op || ' sent=' || sent) FROM _synchro_queue WHERE tbl = ? AND pk = ?), '<none>')`)
 	local("rejections", `SELECT coalesce((SELECT group_concat(code) FROM _synchro_rejections WHERE tbl = ? AND pk = ?), '<none>')`)
 	return strings.TrimRight(b.String(), "\n")
-}
-
-// scopeRowKeys are the "table/pk" keys the replica attributes to scope.
-func (s *sim) scopeRowKeys(c *simClient, scope string) []string {
-	rows, err := c.DB().Query(`SELECT tbl, pk FROM _synchro_rows WHERE scope = ?`, scope)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var tbl, pk string
-		if err := rows.Scan(&tbl, &pk); err != nil {
-			s.t.Fatal(err)
-		}
-		var pkv map[string]any
-		if err := json.Unmarshal([]byte(pk), &pkv); err != nil {
-			s.t.Fatal(err)
-		}
-		out = append(out, rowKey(tbl, pkv))
-	}
-	return out
 }
 
 // localRows is every row of the replica's synced tables, "table/pk" -> row in
