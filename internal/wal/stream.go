@@ -391,7 +391,13 @@ func (s *stream) idleAck(ctx context.Context) error {
 	if blocked, err := s.w.poisonBlocks(ctx); err != nil || blocked {
 		return err
 	}
-	if err := s.w.relationDropped(ctx); err != nil {
+	// A dropped registered relation: acknowledge nothing, but keep streaming, so
+	// that a decoded transaction carrying the drift (a recreated table added to
+	// the publication) is still quarantined with its identity; the next batch
+	// without one blocks the stream (flush).
+	if err := s.w.relationDropped(ctx); errors.Is(err, errBlocked) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if err := s.checkSlot(ctx); err != nil {
