@@ -70,9 +70,8 @@ func requireProgressOrdering(t *testing.T, d *testdb.DB, slot string) {
 		err := d.Pool.QueryRow(context.Background(), `
 			SELECT coalesce(p.acknowledged_end_lsn, p.generation_start_lsn) <= p.processed_end_lsn
 			       AND coalesce(p.materialized_end_lsn <= p.processed_end_lsn, true)
-			       AND p.acknowledged_end_lsn IS NOT NULL
-			       AND sl.confirmed_flush_lsn >= p.acknowledged_end_lsn,
-			       sl.confirmed_flush_lsn = p.acknowledged_end_lsn
+			       AND sl.confirmed_flush_lsn >= coalesce(p.acknowledged_end_lsn, p.generation_start_lsn),
+			       coalesce(sl.confirmed_flush_lsn = p.acknowledged_end_lsn, false)
 			FROM synchro.progress p JOIN pg_replication_slots sl ON sl.slot_name = $1`, slot).Scan(&ordered, &equal)
 		if err == nil && !ordered {
 			err = errors.New("progress ordering violated")
