@@ -27,8 +27,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 -- Every statement is driven by the segment's scratch rows and reaches Synchro's
 -- large tables only through index lookups written as correlated subqueries (or
--- TID lists), so no plan can scan or hash a large table whatever statistics the
--- planner holds for tables that grow fast. Sequential scans are left to the
+-- TID lists; a LATERAL subquery carries LIMIT or OFFSET 0 so that the planner
+-- cannot flatten it into a join), so no plan can scan or hash a large table
+-- whatever statistics the planner holds for tables that grow fast. Sequential scans are left to the
 -- scratch tables; JIT compilation would cost more than any statement here.
 SET enable_seqscan = off
 SET jit = off
@@ -75,7 +76,7 @@ BEGIN
                 ELSE l.img END,
            l.o, l.v
     FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e ORDER BY e.seq, e.r, e.k, e.o DESC) l
-    LEFT JOIN LATERAL (SELECT p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k) cur ON true;
+    LEFT JOIN LATERAL (SELECT p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k LIMIT 1) cur ON true;
 
     -- Projections take each row's state after the segment.
     DELETE FROM synchro.projection p
@@ -146,7 +147,8 @@ BEGIN
     SELECT i.seq, i.table_id, i.key, m.scope, s.version, s.checksum
     FROM synchro_seg_impact i
     JOIN LATERAL (SELECT m.scope FROM synchro.membership m
-                  WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL) m ON true
+                  WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL
+                  OFFSET 0) m ON true
     JOIN LATERAL (SELECT v.version, v.checksum, v.image FROM synchro.row_version v
                   WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
                   ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
