@@ -276,7 +276,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	}
 
 	progress("%d-row: %d transactions written; raw decode", width, txns)
-	rawTxns, rawDur, err := rawDecode(ctx, url, rawSlot, target)
+	rawTxns, lastEnd, rawDur, err := rawDecode(ctx, url, rawSlot, target)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,9 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	progress("%d-row: raw decode %d tx in %s; materializing", width, rawTxns, rawDur.Round(time.Millisecond))
 	t0 := time.Now()
 	stop = startWorker(url, pool)
-	err = waitFor(ctx, pool, `SELECT count(*) >= $1 FROM synchro.txn_ledger WHERE applied_count > 0`, txns)
+	// The progress row, not a count over the ledger: the wait must not load the
+	// database it measures.
+	err = waitFor(ctx, pool, `SELECT coalesce(materialized_end_lsn >= $1::pg_lsn, false) FROM synchro.progress`, lastEnd.String())
 	dur := time.Since(t0)
 	stop()
 	progress("%d-row: materialized in %s", width, dur.Round(time.Millisecond))
@@ -313,34 +315,36 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 }
 
 // rawDecode streams a pgoutput slot to target with a bare pglogrepl reader that
-// only parses messages, and returns the committed transactions seen.
-func rawDecode(ctx context.Context, url, slot, target string) (int64, time.Duration, error) {
+// only parses messages, and returns the committed transactions seen and the end
+// of the last one.
+func rawDecode(ctx context.Context, url, slot, target string) (int64, pglogrepl.LSN, time.Duration, error) {
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer conn.Close(ctx)
 	end, err := pglogrepl.ParseLSN(target)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	t0 := time.Now()
 	if err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names 'synchro'", "messages 'true'"},
 	}); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	asm := capture.NewAssembler()
 	var txns int64
+	var last pglogrepl.LSN
 	for {
 		msg, err := conn.ReceiveMessage(ctx)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		cd, ok := msg.(*pgproto3.CopyData)
 		if !ok || cd.Data[0] != pglogrepl.XLogDataByteID {
@@ -348,20 +352,21 @@ func rawDecode(ctx context.Context, url, slot, target string) (int64, time.Durat
 		}
 		xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		txn, err := asm.Feed(xld.WALData)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if txn != nil {
 			txns++
+			last = txn.EndLSN
 			if txn.EndLSN >= end-1 || txn.CommitLSN >= end {
-				return txns, time.Since(t0), nil
+				return txns, last, time.Since(t0), nil
 			}
 		}
 		if xld.WALStart >= end {
-			return txns, time.Since(t0), nil
+			return txns, last, time.Since(t0), nil
 		}
 	}
 }

@@ -31,6 +31,12 @@ type stream struct {
 	batch   []*capture.Txn
 	oldest  time.Time // when the first transaction of the batch arrived
 
+	// prepActive is the registry generation active after the last prepared
+	// transaction; inflight is the batch being materialized while the next one
+	// is received (nil when none).
+	prepActive int64
+	inflight   *inflight
+
 	lastData   time.Time
 	idleTarget pglogrepl.LSN // flush position read for an idle acknowledgement, 0 when none
 	lastStatus time.Time
@@ -50,7 +56,9 @@ func (s *stream) run(ctx context.Context) error {
 	if s.durable, err = pglogrepl.ParseLSN(durable); err != nil {
 		return err
 	}
+	s.prepActive = s.active
 	s.asm = capture.NewAssembler()
+	defer s.abandon()
 	err = pglogrepl.StartReplication(ctx, s.conn, w.cfg.Slot, s.ack, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", strings.ReplaceAll(w.cfg.Publication, "'", "''")), "messages 'true'"},
 	})
@@ -60,6 +68,9 @@ func (s *stream) run(ctx context.Context) error {
 	w.setState("streaming")
 	s.lastData = time.Now()
 	for {
+		if err := s.completeIfDone(ctx); err != nil {
+			return err
+		}
 		if err := s.flushIfDue(ctx); err != nil {
 			return err
 		}
@@ -75,16 +86,14 @@ func (s *stream) run(ctx context.Context) error {
 		if len(s.batch) > 0 {
 			wait = max(time.Millisecond, w.cfg.BatchMaxDelay-time.Since(s.oldest))
 		}
+		if s.inflight != nil {
+			wait = min(wait, inflightPoll)
+		}
 		rctx, cancel := context.WithTimeout(ctx, wait)
 		msg, err := s.conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
-				if len(s.batch) > 0 {
-					if err := s.flush(ctx); err != nil {
-						return err
-					}
-				}
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -136,42 +145,60 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 	return nil
 }
 
+// flushIfDue hands the buffered transactions to materialization when the batch
+// is full or its oldest transaction has waited BatchMaxDelay. While a batch is
+// being materialized the next one keeps filling; only a full one waits for it.
 func (s *stream) flushIfDue(ctx context.Context) error {
 	if len(s.batch) == 0 {
 		return nil
 	}
-	if len(s.batch) >= s.w.cfg.BatchMaxTxns || time.Since(s.oldest) >= s.w.cfg.BatchMaxDelay {
+	full := len(s.batch) >= s.w.cfg.BatchMaxTxns
+	if full || (s.inflight == nil && time.Since(s.oldest) >= s.w.cfg.BatchMaxDelay) {
 		return s.flush(ctx)
 	}
 	return nil
 }
 
-// flush materializes the buffered transactions in commit order and acknowledges
-// them. A transaction that cannot be prepared or materialized is quarantined
-// after every transaction before it was materialized and acknowledged.
+// inflightPoll is how often the receive loop looks for the end of the batch
+// being materialized while no WAL arrives.
+const inflightPoll = 2 * time.Millisecond
+
+// inflight is a batch whose materialization runs while the stream receives the
+// next one. Everything else (hooks, acknowledgement, quarantine) stays on the
+// stream's goroutine.
+type inflight struct {
+	txns      []*capture.Txn
+	prepared  []batchTxn
+	poison    *capture.Failure // a prepare failure of the transaction after the prepared ones
+	poisonTxn *capture.Txn
+	started   time.Time
+	prepped   time.Time
+	done      chan matResult
+}
+
+type matResult struct {
+	n      int // leading transactions durable
+	failed *matFailure
+	err    error
+}
+
+// flush prepares the buffered transactions, then, once the batch before them is
+// materialized and acknowledged, starts materializing them in commit order. A
+// transaction that cannot be prepared or materialized is quarantined after every
+// transaction before it was materialized and acknowledged.
 func (s *stream) flush(ctx context.Context) error {
 	w := s.w
-	txns := s.batch
+	b := &inflight{txns: s.batch, started: time.Now(), done: make(chan matResult, 1)}
 	s.batch = nil
-	started := time.Now()
-	if err := w.step(StepReceived); err != nil {
-		return err
-	}
-	if err := s.checkSlot(ctx); err != nil {
-		return err
-	}
-	prepared := make([]batchTxn, 0, len(txns))
-	var poison *capture.Failure
-	var poisonTxn *capture.Txn
-	active := s.active
+	b.prepared = make([]batchTxn, 0, len(b.txns))
 	images := rowImages{}
-	for _, txn := range txns {
+	for _, txn := range b.txns {
 		if txn.CommitLSN <= s.durable {
 			// A durable transaction replayed: its ledger row makes materialization
 			// a no-op. It is not paired again, because the registry generation
 			// active before it is no longer known (its own activations moved it).
-			prepared = append(prepared, batchTxn{CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(),
-				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: active,
+			b.prepared = append(b.prepared, batchTxn{CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(),
+				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: s.prepActive,
 				Events: []batchEvent{}})
 			continue
 		}
@@ -182,30 +209,85 @@ func (s *stream) flush(ctx context.Context) error {
 			}
 			s.reg = reg
 		}
-		bt, err := prepare(txn, s.reg, active, images)
+		bt, err := prepare(txn, s.reg, s.prepActive, images)
 		if err != nil {
-			if !errors.As(err, &poison) {
+			if !errors.As(err, &b.poison) {
 				return err
 			}
-			poisonTxn = txn
+			b.poisonTxn = txn
 			break
 		}
-		active = bt.RegistryGeneration
-		prepared = append(prepared, bt)
+		s.prepActive = bt.RegistryGeneration
+		b.prepared = append(b.prepared, bt)
 	}
-	if poison == nil {
+	b.prepped = time.Now()
+
+	if err := s.drain(ctx); err != nil {
+		return err
+	}
+	if err := w.step(StepReceived); err != nil {
+		return err
+	}
+	if err := s.checkSlot(ctx); err != nil {
+		return err
+	}
+	if b.poison == nil {
 		if err := w.relationDropped(ctx); err != nil {
 			return err
 		}
 	}
-	preparedAt := time.Now()
-	done, failed, err := s.materialize(ctx, prepared)
-	if err != nil {
-		return err
+	s.inflight = b
+	go func() {
+		n, failed, err := s.materialize(ctx, b.prepared)
+		b.done <- matResult{n, failed, err}
+	}()
+	return nil
+}
+
+// completeIfDone completes the batch in flight if its materialization ended.
+func (s *stream) completeIfDone(ctx context.Context) error {
+	if s.inflight == nil {
+		return nil
+	}
+	select {
+	case r := <-s.inflight.done:
+		return s.complete(ctx, r)
+	default:
+		return nil
+	}
+}
+
+// drain waits for the batch in flight and completes it.
+func (s *stream) drain(ctx context.Context) error {
+	if s.inflight == nil {
+		return nil
+	}
+	return s.complete(ctx, <-s.inflight.done)
+}
+
+// abandon waits for the batch in flight without completing it: the session is
+// ending, and what it made durable is acknowledged by the next one.
+func (s *stream) abandon() {
+	if s.inflight != nil {
+		<-s.inflight.done
+		s.inflight = nil
+	}
+}
+
+// complete acknowledges the durable prefix of the batch in flight and
+// quarantines the transaction after it, if one failed.
+func (s *stream) complete(ctx context.Context, r matResult) error {
+	w, b := s.w, s.inflight
+	s.inflight = nil
+	if r.err != nil {
+		return r.err
 	}
 	materializedAt := time.Now()
-	if done > 0 {
-		last := prepared[done-1]
+	if r.n > 0 {
+		if err := w.step(StepMaterialized); err != nil {
+			return err
+		}
+		last := b.prepared[r.n-1]
 		s.active = last.RegistryGeneration
 		end, _ := pglogrepl.ParseLSN(last.EndLSN)
 		if err := s.acknowledge(ctx, end); err != nil {
@@ -213,18 +295,17 @@ func (s *stream) flush(ctx context.Context) error {
 		}
 	}
 	rows := 0
-	for _, t := range prepared[:done] {
+	for _, t := range b.prepared[:r.n] {
 		rows += len(t.Events)
 	}
-	w.cfg.Metrics.ObserveBatch(done, rows, time.Since(started))
-	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", done,
-		"prepare", preparedAt.Sub(started), "materialize", materializedAt.Sub(preparedAt), "acknowledge", time.Since(materializedAt))
-	sqlstate := ""
-	if failed != nil {
-		poison, poisonTxn, sqlstate = failed.failure, txns[done], failed.sqlstate
+	w.cfg.Metrics.ObserveBatch(r.n, rows, time.Since(b.started))
+	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", r.n,
+		"prepare", b.prepped.Sub(b.started), "materialize", materializedAt.Sub(b.prepped), "acknowledge", time.Since(materializedAt))
+	if r.failed != nil {
+		return s.quarantine(ctx, b.txns[r.n], r.failed.failure, r.failed.sqlstate)
 	}
-	if poison != nil {
-		return s.quarantine(ctx, poisonTxn, poison, sqlstate)
+	if b.poison != nil {
+		return s.quarantine(ctx, b.poisonTxn, b.poison, "")
 	}
 	return nil
 }
@@ -254,7 +335,7 @@ func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFai
 	}
 	err := s.materializeCall(ctx, txns)
 	if err == nil {
-		return len(txns), nil, s.w.step(StepMaterialized)
+		return len(txns), nil, nil
 	}
 	if !poisonable(err) {
 		return 0, nil, err
@@ -268,15 +349,10 @@ func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFai
 			errors.As(err, &pgErr)
 			s.w.cfg.Log.Error("materialization failed", "worker", s.w.cfg.WorkerID, "commit_lsn", txns[i].CommitLSN, "sqlstate", pgErr.Code)
 			f := &matFailure{failure: &capture.Failure{Class: capture.ClassMaterialize, Detail: "materialization failed"}, sqlstate: pgErr.Code}
-			if i > 0 {
-				if err := s.w.step(StepMaterialized); err != nil {
-					return i, nil, err
-				}
-			}
 			return i, f, nil
 		}
 	}
-	return len(txns), nil, s.w.step(StepMaterialized)
+	return len(txns), nil, nil
 }
 
 func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
@@ -363,7 +439,7 @@ func (s *stream) checkSlot(ctx context.Context) error {
 // the keepalive reports that everything up to that position was sent and no data
 // arrived meanwhile, idleAck acknowledges it.
 func (s *stream) maybeIdle(ctx context.Context) error {
-	if s.idleTarget != 0 || len(s.batch) > 0 || s.asm.Open() != nil || time.Since(s.lastData) < s.w.cfg.IdleAckInterval {
+	if s.idleTarget != 0 || len(s.batch) > 0 || s.inflight != nil || s.asm.Open() != nil || time.Since(s.lastData) < s.w.cfg.IdleAckInterval {
 		return nil
 	}
 	var flush string
@@ -385,7 +461,7 @@ func (s *stream) maybeIdle(ctx context.Context) error {
 func (s *stream) idleAck(ctx context.Context) error {
 	target := s.idleTarget
 	s.idleTarget = 0
-	if len(s.batch) > 0 || s.asm.Open() != nil {
+	if len(s.batch) > 0 || s.inflight != nil || s.asm.Open() != nil {
 		return nil
 	}
 	if blocked, err := s.w.poisonBlocks(ctx); err != nil || blocked {
@@ -421,6 +497,9 @@ func (s *stream) decodeFailure(ctx context.Context, err error) error {
 		if ferr := s.flush(ctx); ferr != nil {
 			return ferr
 		}
+	}
+	if ferr := s.drain(ctx); ferr != nil {
+		return ferr
 	}
 	open.EndLSN = open.CommitLSN
 	return s.quarantine(ctx, open, &capture.Failure{Class: capture.ClassDecode, Detail: err.Error()}, "")

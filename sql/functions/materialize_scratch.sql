@@ -1,16 +1,26 @@
 -- synchro.materialize_scratch: creates (once per session) the transaction-local
--- scratch tables that synchro.materialize_segment evaluates a segment of source
--- transactions in. seq numbers the segment's transactions in commit order.
+-- scratch tables that synchro.materialize_transaction parses a batch into and
+-- synchro.materialize_segment evaluates a segment of source transactions in. seq
+-- numbers the batch's transactions in commit order. synchro_seg_txn, the newest
+-- table, marks the current layout: a session holding an older layout (a function
+-- bundle installed while it was open) drops it and creates this one.
 CREATE OR REPLACE FUNCTION synchro.materialize_scratch()
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_diff') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_txn') IS NOT NULL THEN
         RETURN;
     END IF;
-    -- Every applicable event of the segment.
+    DROP TABLE IF EXISTS pg_temp.synchro_seg_event, pg_temp.synchro_seg_change, pg_temp.synchro_seg_impact,
+        pg_temp.synchro_seg_scope, pg_temp.synchro_seg_prev, pg_temp.synchro_seg_diff;
+    -- The batch's new transactions.
+    CREATE TEMP TABLE synchro_seg_txn (
+        seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
+        registry_generation bigint, events jsonb
+    ) ON COMMIT DELETE ROWS;
+    -- Every applicable event of the batch.
     CREATE TEMP TABLE synchro_seg_event (
         seq integer, commit_lsn pg_lsn, o integer, r bigint, k text, op text, img jsonb, partial boolean,
         f uuid, v text
@@ -24,7 +34,7 @@ BEGIN
     -- Synced rows whose membership is evaluated after each transaction.
     CREATE TEMP TABLE synchro_seg_impact (
         seq integer, commit_lsn pg_lsn, table_id integer, key text, key_num numeric, event_ordinal integer,
-        own boolean, version text, image jsonb, checksum bigint, prev_seq integer,
+        own boolean, version text, image jsonb, wire jsonb, checksum bigint, prev_seq integer,
         PRIMARY KEY (table_id, key, seq)
     ) ON COMMIT DELETE ROWS;
     -- Their scopes after the transaction, and before it.

@@ -1,5 +1,6 @@
--- synchro.materialize_segment: materializes a segment of consecutive source
--- transactions (already in the transaction ledger; scratch tables made by
+-- synchro.materialize_segment: materializes the segment first_seq..last_seq of
+-- the batch's source transactions (already in the transaction ledger; their
+-- applicable events in the scratch table synchro_seg_event, made by
 -- synchro.materialize_scratch) set-based, with the
 -- result each transaction would have had on its own: rows are evaluated after
 -- each transaction in commit order (seq), against the state the transactions
@@ -20,8 +21,8 @@
 --     scope's digest (sum of row checksums mod 2^32) is recorded at the position.
 -- It reads projections and Synchro's own state only, never live application rows.
 --
--- txns: [{"commit_lsn", "events": [{"o","r","k","op","img","partial","f","v"}]}]
-CREATE OR REPLACE FUNCTION synchro.materialize_segment(gen uuid, txns jsonb)
+DROP FUNCTION IF EXISTS synchro.materialize_segment(uuid, jsonb);
+CREATE OR REPLACE FUNCTION synchro.materialize_segment(gen uuid, first_seq integer, last_seq integer)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -38,28 +39,23 @@ DECLARE
     expected integer;
     reconciled integer;
 BEGIN
-    DELETE FROM synchro_seg_event;
     DELETE FROM synchro_seg_change;
     DELETE FROM synchro_seg_impact;
     DELETE FROM synchro_seg_scope;
     DELETE FROM synchro_seg_prev;
     DELETE FROM synchro_seg_diff;
 
-    INSERT INTO synchro_seg_event
-    SELECT t.seq, (t.txn ->> 'commit_lsn')::pg_lsn, e.*
-    FROM jsonb_array_elements(txns) WITH ORDINALITY AS t(txn, seq),
-         jsonb_to_recordset(t.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
+    INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
+    SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq;
     GET DIAGNOSTICS expected = ROW_COUNT;
     IF expected = 0 THEN
         RETURN;
     END IF;
 
-    INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
-    SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e;
-
     UPDATE synchro.fence f
     SET materialized_lsn = (SELECT e.commit_lsn FROM synchro_seg_event e WHERE e.f = f.fence_id)
-    WHERE f.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e)) AND f.materialized_lsn IS NULL;
+    WHERE f.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq))
+      AND f.materialized_lsn IS NULL;
     GET DIAGNOSTICS reconciled = ROW_COUNT;
     IF reconciled <> expected THEN
         RAISE EXCEPTION 'synchro: % of % fences are not recorded or already materialized', expected - reconciled, expected
@@ -75,7 +71,8 @@ BEGIN
                 WHEN l.partial THEN coalesce(cur.image, '{}') || l.img
                 ELSE l.img END,
            l.o, l.v
-    FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e ORDER BY e.seq, e.r, e.k, e.o DESC) l
+    FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e
+          WHERE e.seq BETWEEN first_seq AND last_seq ORDER BY e.seq, e.r, e.k, e.o DESC) l
     LEFT JOIN LATERAL (SELECT p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k LIMIT 1) cur ON true;
 
     -- Projections take each row's state after the segment.
@@ -92,12 +89,18 @@ BEGIN
 
     -- Impacted synced rows: their own changes, then rows that rules reading a
     -- changed relation point at (only in single-transaction segments).
-    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own, version, image)
-    SELECT c.seq, c.commit_lsn, t.table_id, c.key, CASE WHEN r.key_type <> 'string' THEN c.key::numeric END,
-           c.event_ordinal, true, c.version, c.new_image
+    -- A changed row's wire image (synced columns only) and its checksum.
+    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own, version, image, wire, checksum, prev_seq)
+    WITH t AS MATERIALIZED (
+        SELECT t.table_id, t.relation_id, r.key_type,
+               ARRAY(SELECT unnest(r.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS unsynced
+        FROM synchro.synced_table t JOIN synchro.relation r ON r.relation_id = t.relation_id)
+    SELECT c.seq, c.commit_lsn, t.table_id, c.key, CASE WHEN t.key_type <> 'string' THEN c.key::numeric END,
+           c.event_ordinal, true, c.version, c.new_image, w.wire, synchro.row_checksum(t.table_id, c.key, w.wire),
+           lag(c.seq) OVER (PARTITION BY t.table_id, c.key ORDER BY c.seq)
     FROM synchro_seg_change c
-    JOIN synchro.synced_table t ON t.relation_id = c.relation_id
-    JOIN synchro.relation r ON r.relation_id = c.relation_id;
+    JOIN t ON t.relation_id = c.relation_id
+    CROSS JOIN LATERAL (SELECT c.new_image - t.unsynced AS wire) w;
 
     INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own)
     SELECT c.seq, c.commit_lsn, rr.table_id, k, CASE WHEN r.key_type <> 'string' THEN k::numeric END, max(c.event_ordinal), false
@@ -113,25 +116,17 @@ BEGIN
     UPDATE synchro_seg_impact i
     SET image = (SELECT p.image FROM synchro.projection p JOIN synchro.synced_table t ON t.relation_id = p.relation_id
                  WHERE t.table_id = i.table_id AND p.key = i.key),
-        version = (SELECT CASE WHEN v.image IS NOT NULL THEN v.version END FROM synchro.row_version v
-                   WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
-                   ORDER BY v.commit_lsn DESC LIMIT 1)
+        (version, checksum) = (SELECT CASE WHEN v.image IS NOT NULL THEN v.version END, v.checksum FROM synchro.row_version v
+                               WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
+                               ORDER BY v.commit_lsn DESC LIMIT 1)
     WHERE NOT i.own;
     DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
 
-    -- New immutable versions of changed synced rows (wire image: synced columns only).
+    -- New immutable versions of changed synced rows.
     INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
-    WITH unsynced AS (
-        SELECT t.table_id, ARRAY(SELECT unnest(r.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS cols
-        FROM synchro.synced_table t JOIN synchro.relation r ON r.relation_id = t.relation_id)
-    SELECT i.version, i.table_id, i.key, w.wire, synchro.row_checksum(i.table_id, i.key, w.wire), gen, i.commit_lsn, i.event_ordinal
+    SELECT i.version, i.table_id, i.key, i.wire, i.checksum, gen, i.commit_lsn, i.event_ordinal
     FROM synchro_seg_impact i
-    JOIN unsynced u ON u.table_id = i.table_id
-    CROSS JOIN LATERAL (SELECT i.image - u.cols AS wire) w
     WHERE i.own;
-    UPDATE synchro_seg_impact i
-    SET checksum = (SELECT v.checksum FROM synchro.row_version v WHERE v.version = i.version),
-        prev_seq = (SELECT max(p.seq) FROM synchro_seg_impact p WHERE p.table_id = i.table_id AND p.key = i.key AND p.seq < i.seq);
 
     -- Scopes after each transaction.
     INSERT INTO synchro_seg_scope (seq, table_id, key, scope)

@@ -7,9 +7,11 @@
 --     transaction at or behind the high-watermark that is not durable is refused;
 --   * it waits until the new transactions are visible (synchro.await_visible:
 --     a commit is decoded a moment before it is visible to other snapshots);
---   * the new transactions are materialized by synchro.materialize_segment, in
---     segments cut so that a transaction changing a relation some scope rule
---     reads is evaluated on its own, against its final projected state;
+--   * the new transactions are parsed once into the scratch tables
+--     (synchro.materialize_scratch) and materialized by
+--     synchro.materialize_segment, in segments cut so that a transaction
+--     changing a relation some scope rule reads is evaluated on its own, against
+--     its final projected state;
 --   * a retried poison transaction that now materializes is resolved with it;
 --   * the progress row moves to the last transaction's end point and the
 --     processed boundary to its end_lsn.
@@ -20,69 +22,78 @@
 CREATE OR REPLACE FUNCTION synchro.materialize_transaction(batch jsonb)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
     prog synchro.progress;
-    fresh jsonb;
-    segment jsonb;
+    fresh integer;
+    lo integer;
+    hi integer;
 BEGIN
     SELECT * INTO prog FROM synchro.progress FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'synchro: no stream: the worker has not started a stream generation'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
+    PERFORM synchro.materialize_scratch();
+
+    -- The batch, parsed once; seq numbers its transactions in commit order.
+    DELETE FROM synchro_seg_txn;
+    DELETE FROM synchro_seg_event;
+    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation, events)
+    SELECT row_number() OVER (ORDER BY t.commit_lsn), t.*
+    FROM jsonb_to_recordset(batch) AS t(commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz,
+                                        event_count integer, registry_generation bigint, events jsonb);
 
     -- Ledger first: what it already holds is a replay and is skipped.
     WITH ins AS (
         INSERT INTO synchro.txn_ledger (stream_generation, commit_lsn, end_lsn, xid, commit_time, event_count, applied_count)
-        SELECT prog.stream_generation, (t ->> 'commit_lsn')::pg_lsn, (t ->> 'end_lsn')::pg_lsn, (t ->> 'xid')::bigint,
-               (t ->> 'commit_time')::timestamptz, (t ->> 'event_count')::integer, jsonb_array_length(t -> 'events')
-        FROM jsonb_array_elements(batch) t
+        SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, jsonb_array_length(t.events)
+        FROM synchro_seg_txn t
         ON CONFLICT DO NOTHING
         RETURNING commit_lsn)
-    SELECT coalesce(jsonb_agg(t ORDER BY (t ->> 'commit_lsn')::pg_lsn), '[]')
-    INTO fresh
-    FROM jsonb_array_elements(batch) t
-    WHERE (t ->> 'commit_lsn')::pg_lsn IN (SELECT commit_lsn FROM ins);
-    IF jsonb_array_length(fresh) = 0 THEN
+    DELETE FROM synchro_seg_txn t WHERE t.commit_lsn NOT IN (SELECT commit_lsn FROM ins);
+    SELECT count(*), min(t.seq) INTO fresh, lo FROM synchro_seg_txn t;
+    IF fresh = 0 THEN
         RETURN;
     END IF;
-    IF (fresh -> 0 ->> 'commit_lsn')::pg_lsn <= coalesce(prog.materialized_commit_lsn, prog.generation_start_lsn) THEN
+    IF (SELECT t.commit_lsn FROM synchro_seg_txn t WHERE t.seq = lo)
+       <= coalesce(prog.materialized_commit_lsn, prog.generation_start_lsn) THEN
         RAISE EXCEPTION 'synchro: transaction % is not after the materialized high-watermark %',
-            fresh -> 0 ->> 'commit_lsn', prog.materialized_commit_lsn
+            (SELECT t.commit_lsn FROM synchro_seg_txn t WHERE t.seq = lo), prog.materialized_commit_lsn
             USING ERRCODE = 'data_corrupted';
     END IF;
 
-    PERFORM synchro.await_visible(ARRAY(SELECT (t ->> 'xid')::bigint FROM jsonb_array_elements(fresh) t));
-    PERFORM synchro.materialize_scratch();
+    PERFORM synchro.await_visible(ARRAY(SELECT t.xid FROM synchro_seg_txn t));
+    INSERT INTO synchro_seg_event
+    SELECT t.seq, t.commit_lsn, e.*
+    FROM synchro_seg_txn t,
+         jsonb_to_recordset(t.events) AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
+
     -- Segments: a transaction that changes a relation some rule reads stands
     -- alone; the transactions between such ones form one segment each.
-    FOR segment IN
-        SELECT jsonb_agg(x.t ORDER BY x.ord)
-        FROM (SELECT f.t, f.ord,
-                     2 * coalesce(count(*) FILTER (WHERE f.reads) OVER (ORDER BY f.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-                       + CASE WHEN f.reads THEN 2 ELSE 1 END AS seg
-              FROM (SELECT t, ord, EXISTS (SELECT FROM jsonb_array_elements(t -> 'events') e
-                                           WHERE (e ->> 'r')::bigint IN (SELECT relation_id FROM synchro.rule_read)) AS reads
-                    FROM jsonb_array_elements(fresh) WITH ORDINALITY AS a(t, ord)) f) x
+    FOR lo, hi IN
+        SELECT min(x.seq), max(x.seq)
+        FROM (SELECT t.seq, 2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                            + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
+              FROM synchro_seg_txn t
+              LEFT JOIN (SELECT DISTINCT e.seq FROM synchro_seg_event e
+                         WHERE e.r IN (SELECT relation_id FROM synchro.rule_read)) r ON r.seq = t.seq) x
         GROUP BY x.seg
         ORDER BY x.seg
     LOOP
-        PERFORM synchro.materialize_segment(prog.stream_generation, segment);
+        PERFORM synchro.materialize_segment(prog.stream_generation, lo, hi);
     END LOOP;
 
     UPDATE synchro.poison_txn SET resolved_at = now()
     WHERE stream_generation = prog.stream_generation AND resolved_at IS NULL
-      AND commit_lsn IN (SELECT (t ->> 'commit_lsn')::pg_lsn FROM jsonb_array_elements(fresh) t);
+      AND commit_lsn IN (SELECT t.commit_lsn FROM synchro_seg_txn t);
 
-    UPDATE synchro.progress
-    SET materialized_commit_lsn = (fresh -> -1 ->> 'commit_lsn')::pg_lsn,
-        materialized_end_lsn = (fresh -> -1 ->> 'end_lsn')::pg_lsn,
-        processed_end_lsn = greatest(processed_end_lsn, (fresh -> -1 ->> 'end_lsn')::pg_lsn),
-        registry_generation = greatest(registry_generation, (SELECT max((t ->> 'registry_generation')::bigint)
-                                                              FROM jsonb_array_elements(fresh) t)),
-        updated_at = now();
+    UPDATE synchro.progress p
+    SET (materialized_commit_lsn, materialized_end_lsn, processed_end_lsn, registry_generation, updated_at) =
+        (SELECT t.commit_lsn, t.end_lsn, greatest(p.processed_end_lsn, t.end_lsn),
+                greatest(p.registry_generation, (SELECT max(a.registry_generation) FROM synchro_seg_txn a)), now()
+         FROM synchro_seg_txn t ORDER BY t.seq DESC LIMIT 1);
 END
 $$;
