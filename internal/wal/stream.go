@@ -171,15 +171,17 @@ type inflight struct {
 	prepared  []batchTxn
 	poison    *capture.Failure // a prepare failure of the transaction after the prepared ones
 	poisonTxn *capture.Txn
-	started   time.Time
-	prepped   time.Time
+	started   time.Time // flush began
+	prepped   time.Time // prepared
 	done      chan matResult
 }
 
 type matResult struct {
-	n      int // leading transactions durable
-	failed *matFailure
-	err    error
+	n        int // leading transactions durable
+	failed   *matFailure
+	err      error
+	began    time.Time // materialization began (after the batch before it)
+	finished time.Time
 }
 
 // flush prepares the buffered transactions, then, once the batch before them is
@@ -238,8 +240,9 @@ func (s *stream) flush(ctx context.Context) error {
 	}
 	s.inflight = b
 	go func() {
+		began := time.Now()
 		n, failed, err := s.materialize(ctx, b.prepared)
-		b.done <- matResult{n, failed, err}
+		b.done <- matResult{n: n, failed: failed, err: err, began: began, finished: time.Now()}
 	}()
 	return nil
 }
@@ -282,7 +285,7 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 	if r.err != nil {
 		return r.err
 	}
-	materializedAt := time.Now()
+	ackAt := time.Now()
 	if r.n > 0 {
 		if err := w.step(StepMaterialized); err != nil {
 			return err
@@ -300,7 +303,8 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 	}
 	w.cfg.Metrics.ObserveBatch(r.n, rows, time.Since(b.started))
 	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", r.n,
-		"prepare", b.prepped.Sub(b.started), "materialize", materializedAt.Sub(b.prepped), "acknowledge", time.Since(materializedAt))
+		"prepare", b.prepped.Sub(b.started), "queued", r.began.Sub(b.prepped), "materialize", r.finished.Sub(r.began),
+		"acknowledge", time.Since(ackAt))
 	if r.failed != nil {
 		return s.quarantine(ctx, b.txns[r.n], r.failed.failure, r.failed.sqlstate)
 	}

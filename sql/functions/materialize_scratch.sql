@@ -1,31 +1,38 @@
 -- synchro.materialize_scratch: creates (once per session) the transaction-local
 -- scratch tables that synchro.materialize_transaction parses a batch into and
 -- synchro.materialize_segment evaluates a segment of source transactions in. seq
--- numbers the batch's transactions in commit order. synchro_seg_txn, the newest
--- table, marks the current layout: a session holding an older layout (a function
--- bundle installed while it was open) drops it and creates this one.
+-- numbers the batch's transactions in commit order. The empty table
+-- synchro_seg_layout_2 marks the current layout: a session holding an older one
+-- (a function bundle installed while it was open) drops it and creates this one.
+-- A session that has not touched temporary tables yet gets 64MB of temporary
+-- buffers, so that a large batch's scratch rows stay in memory.
 CREATE OR REPLACE FUNCTION synchro.materialize_scratch()
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_txn') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_2') IS NOT NULL THEN
         RETURN;
     END IF;
-    DROP TABLE IF EXISTS pg_temp.synchro_seg_event, pg_temp.synchro_seg_change, pg_temp.synchro_seg_impact,
-        pg_temp.synchro_seg_scope, pg_temp.synchro_seg_prev, pg_temp.synchro_seg_diff;
+    BEGIN
+        PERFORM set_config('temp_buffers', '64MB', false);
+    EXCEPTION WHEN invalid_parameter_value THEN
+        NULL; -- temporary tables were used before: keep the session's setting
+    END;
+    DROP TABLE IF EXISTS pg_temp.synchro_seg_txn, pg_temp.synchro_seg_event, pg_temp.synchro_seg_change,
+        pg_temp.synchro_seg_impact, pg_temp.synchro_seg_scope, pg_temp.synchro_seg_prev, pg_temp.synchro_seg_diff;
+    CREATE TEMP TABLE synchro_seg_layout_2 ();
     -- The batch's new transactions.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
-        registry_generation bigint, events jsonb
+        registry_generation bigint, applied_count integer
     ) ON COMMIT DELETE ROWS;
     -- Every applicable event of the batch.
     CREATE TEMP TABLE synchro_seg_event (
         seq integer, commit_lsn pg_lsn, o integer, r bigint, k text, op text, img jsonb, partial boolean,
         f uuid, v text
     ) ON COMMIT DELETE ROWS;
-    CREATE INDEX ON synchro_seg_event (f);
     -- The net change of each row (relation, key) in each transaction.
     CREATE TEMP TABLE synchro_seg_change (
         seq integer, commit_lsn pg_lsn, relation_id bigint, key text, old_image jsonb, new_image jsonb,

@@ -53,9 +53,9 @@ BEGIN
     END IF;
 
     UPDATE synchro.fence f
-    SET materialized_lsn = (SELECT e.commit_lsn FROM synchro_seg_event e WHERE e.f = f.fence_id)
-    WHERE f.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq))
-      AND f.materialized_lsn IS NULL;
+    SET materialized_lsn = e.commit_lsn
+    FROM synchro_seg_event e
+    WHERE e.seq BETWEEN first_seq AND last_seq AND f.fence_id = e.f AND f.materialized_lsn IS NULL;
     GET DIAGNOSTICS reconciled = ROW_COUNT;
     IF reconciled <> expected THEN
         RAISE EXCEPTION 'synchro: % of % fences are not recorded or already materialized', expected - reconciled, expected

@@ -41,15 +41,16 @@ BEGIN
     -- The batch, parsed once; seq numbers its transactions in commit order.
     DELETE FROM synchro_seg_txn;
     DELETE FROM synchro_seg_event;
-    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation, events)
-    SELECT row_number() OVER (ORDER BY t.commit_lsn), t.*
+    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation, applied_count)
+    SELECT row_number() OVER (ORDER BY t.commit_lsn), t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count,
+           t.registry_generation, jsonb_array_length(t.events)
     FROM jsonb_to_recordset(batch) AS t(commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz,
                                         event_count integer, registry_generation bigint, events jsonb);
 
     -- Ledger first: what it already holds is a replay and is skipped.
     WITH ins AS (
         INSERT INTO synchro.txn_ledger (stream_generation, commit_lsn, end_lsn, xid, commit_time, event_count, applied_count)
-        SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, jsonb_array_length(t.events)
+        SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.applied_count
         FROM synchro_seg_txn t
         ON CONFLICT DO NOTHING
         RETURNING commit_lsn)
@@ -68,8 +69,9 @@ BEGIN
     PERFORM synchro.await_visible(ARRAY(SELECT t.xid FROM synchro_seg_txn t));
     INSERT INTO synchro_seg_event
     SELECT t.seq, t.commit_lsn, e.*
-    FROM synchro_seg_txn t,
-         jsonb_to_recordset(t.events) AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
+    FROM jsonb_array_elements(batch) AS b(txn)
+    JOIN synchro_seg_txn t ON t.commit_lsn = (b.txn ->> 'commit_lsn')::pg_lsn
+    CROSS JOIN LATERAL jsonb_to_recordset(b.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
 
     -- Segments: a transaction that changes a relation some rule reads stands
     -- alone; the transactions between such ones form one segment each.
