@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -46,7 +47,7 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
-	only := flag.String("only", "", "run only the capture or the sync measures")
+	only := flag.String("only", "", "run only the capture (or only its latency) or the sync measures: capture, latency, sync")
 	flag.Parse()
 	if err := run(context.Background(), *url, *seconds, *pgbin, *jsonOut, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "synchrobench:", err)
@@ -66,8 +67,11 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 		pgbin = filepath.Dir(matches[len(matches)-1])
 	}
 	var rows []row
-	if only == "" || only == "capture" {
+	if only == "" || only == "capture" || only == "latency" {
 		for _, width := range []int{1, 10} {
+			if only == "latency" {
+				break
+			}
 			r, err := captureRun(ctx, adminURL, pgbin, width, seconds)
 			if err != nil {
 				return fmt.Errorf("%d-row transactions: %w", width, err)
@@ -372,8 +376,9 @@ func rawDecode(ctx context.Context, url, slot, target string) (int64, pglogrepl.
 }
 
 // latencyRun offers a fixed load of 1-row transactions with the worker running
-// and reads commit-to-materialized latency from the ledger's commit and
-// materialization timestamps (both server clocks).
+// and measures commit-to-materialized latency: from each transaction's commit
+// time to the first moment a poll of the progress row (every 2 ms, both
+// timestamps from the server clock) shows it materialized, i.e. committed.
 func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row, error) {
 	url, pool, err := benchDB(ctx, adminURL, "bench_latency")
 	if err != nil {
@@ -385,29 +390,83 @@ func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row
 	if err := waitFor(ctx, pool, `SELECT EXISTS (SELECT FROM synchro.progress)`); err != nil {
 		return nil, err
 	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan []progressSample, 1)
+	go func() { watched <- watchProgress(wctx, pool, 2*time.Millisecond) }()
 	const rate = 2000
 	progress("latency: offering %d tx/s for %ds", rate, seconds)
 	tps, txLatency, err := pgbench(ctx, pgbin, url, insertScript(1, "bench.items"), seconds, "--rate", strconv.Itoa(rate))
 	if err != nil {
+		stopWatch()
 		return nil, err
 	}
 	var target string
 	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&target); err != nil {
+		stopWatch()
 		return nil, err
 	}
-	if err := waitFor(ctx, pool, `SELECT processed_end_lsn >= $1::pg_lsn FROM synchro.progress`, target); err != nil {
+	err = waitFor(ctx, pool, `SELECT processed_end_lsn >= $1::pg_lsn FROM synchro.progress`, target)
+	stopWatch()
+	samples := <-watched
+	if err != nil {
 		return nil, err
 	}
-	var p50, p99 float64
-	if err := pool.QueryRow(ctx, `
-		SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)
-		FROM (SELECT extract(epoch FROM materialized_at - commit_time) * 1000 AS ms
-		      FROM synchro.txn_ledger WHERE applied_count > 0) l`).Scan(&p50, &p99); err != nil {
+	rows, err := pool.Query(ctx, `SELECT commit_lsn::text, commit_time FROM synchro.txn_ledger WHERE applied_count > 0`)
+	if err != nil {
 		return nil, err
 	}
+	var lat []time.Duration
+	for rows.Next() {
+		var lsnText string
+		var committed time.Time
+		if err := rows.Scan(&lsnText, &committed); err != nil {
+			return nil, err
+		}
+		lsn, err := pglogrepl.ParseLSN(lsnText)
+		if err != nil {
+			return nil, err
+		}
+		i := sort.Search(len(samples), func(i int) bool { return samples[i].lsn >= lsn })
+		if i == len(samples) {
+			return nil, fmt.Errorf("transaction %s was never seen materialized", lsnText)
+		}
+		lat = append(lat, samples[i].at.Sub(committed))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	p50, p99 := percentiles(lat)
 	return []row{
 		{Name: fmt.Sprintf("offered load (pgbench --rate %d)", rate), Value: tps, Unit: "tx/s", Baseline: "rate asked", BaseVal: rate},
 		{Name: "commit-to-materialized p50", Value: p50, Unit: "ms", Baseline: "pgbench tx latency avg", BaseVal: txLatency},
 		{Name: "commit-to-materialized p99", Value: p99, Unit: "ms", Baseline: "pgbench tx latency avg", BaseVal: txLatency, Target: "< 100"},
 	}, nil
+}
+
+// progressSample is the materialized high-watermark seen at a server time.
+type progressSample struct {
+	at  time.Time
+	lsn pglogrepl.LSN
+}
+
+// watchProgress polls the progress row every interval until ctx ends, then once
+// more, and returns the samples (in time order, so also in LSN order).
+func watchProgress(ctx context.Context, pool *pgxpool.Pool, interval time.Duration) []progressSample {
+	var out []progressSample
+	sample := func(ctx context.Context) {
+		var at time.Time
+		var lsn *string
+		if err := pool.QueryRow(ctx, `SELECT clock_timestamp(), materialized_commit_lsn::text FROM synchro.progress`).Scan(&at, &lsn); err != nil || lsn == nil {
+			return
+		}
+		if l, err := pglogrepl.ParseLSN(*lsn); err == nil {
+			out = append(out, progressSample{at, l})
+		}
+	}
+	for ctx.Err() == nil {
+		sample(ctx)
+		time.Sleep(interval)
+	}
+	sample(context.Background())
+	return out
 }

@@ -397,7 +397,8 @@ func visibilityBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, s
 		cursor = a.ScopeCursors["user:"+user]
 	}
 	p50, p99 := percentiles(samples)
-	// Baseline: commit to materialized of the same transactions (ledger timestamps).
+	// Baseline: commit to the start of the materialization of the same
+	// transactions (ledger timestamps; the ledger row is the first write).
 	var m50, m99 float64
 	if err := pool.QueryRow(ctx, `
 		SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)
@@ -408,8 +409,8 @@ func visibilityBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, s
 	}
 	return []row{
 		{Name: fmt.Sprintf("commit-to-pull-visible p50 (%d rows, tight polling)", len(samples)), Value: p50, Unit: "ms",
-			Baseline: "commit-to-materialized p50", BaseVal: m50},
-		{Name: "commit-to-pull-visible p99", Value: p99, Unit: "ms", Baseline: "commit-to-materialized p99", BaseVal: m99},
+			Baseline: "commit-to-materialization-start p50", BaseVal: m50},
+		{Name: "commit-to-pull-visible p99", Value: p99, Unit: "ms", Baseline: "commit-to-materialization-start p99", BaseVal: m99},
 	}, nil
 }
 

@@ -39,6 +39,7 @@ type Config struct {
 	WorkerID    string
 
 	BatchMaxTxns      int           // most transactions per materialization call
+	BatchMaxEvents    int           // most row events per materialization call (a batch may exceed it by one transaction)
 	BatchMaxDelay     time.Duration // longest a received transaction waits for its batch
 	IdleAckInterval   time.Duration // how often an idle stream acknowledges the flush position
 	HeartbeatInterval time.Duration
@@ -57,6 +58,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.BatchMaxTxns <= 0 {
 		c.BatchMaxTxns = 2000
+	}
+	if c.BatchMaxEvents <= 0 {
+		c.BatchMaxEvents = 10000
 	}
 	if c.BatchMaxDelay <= 0 {
 		c.BatchMaxDelay = 20 * time.Millisecond
