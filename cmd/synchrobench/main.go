@@ -377,7 +377,7 @@ func rawDecode(ctx context.Context, url, slot, target string) (int64, pglogrepl.
 
 // latencyRun offers a fixed load of 1-row transactions with the worker running
 // and measures commit-to-materialized latency: from each transaction's commit
-// time to the first moment a poll of the progress row (every 2 ms, both
+// time to the first moment a poll of the progress row (every 10 ms, both
 // timestamps from the server clock) shows it materialized, i.e. committed.
 func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row, error) {
 	url, pool, err := benchDB(ctx, adminURL, "bench_latency")
@@ -392,7 +392,7 @@ func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan []progressSample, 1)
-	go func() { watched <- watchProgress(wctx, pool, 2*time.Millisecond) }()
+	go func() { watched <- watchProgress(wctx, pool, 10*time.Millisecond) }()
 	const rate = 2000
 	progress("latency: offering %d tx/s for %ds", rate, seconds)
 	tps, txLatency, err := pgbench(ctx, pgbin, url, insertScript(1, "bench.items"), seconds, "--rate", strconv.Itoa(rate))
