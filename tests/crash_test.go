@@ -101,15 +101,19 @@ func TestCrashWindows(t *testing.T) {
 	}
 
 	cases := []struct {
-		name     string
-		step     wal.Step
-		midBatch bool
+		name      string
+		step      wal.Step
+		midBatch  bool
+		pipelined bool // batches of 3 that fill up: each is materialized while the next is received
 	}{
-		{"received", wal.StepReceived, false},
-		{"materialized", wal.StepMaterialized, false},
-		{"slot_advanced", wal.StepSlotAdvanced, false},
-		{"acknowledged", wal.StepAcknowledged, false},
-		{"received_mid_batch", wal.StepReceived, true},
+		{"received", wal.StepReceived, false, false},
+		{"materialized", wal.StepMaterialized, false, false},
+		{"slot_advanced", wal.StepSlotAdvanced, false, false},
+		{"acknowledged", wal.StepAcknowledged, false, false},
+		{"received_mid_batch", wal.StepReceived, true, false},
+		{"received_pipelined", wal.StepReceived, false, true},
+		{"materialized_pipelined", wal.StepMaterialized, false, true},
+		{"slot_advanced_pipelined", wal.StepSlotAdvanced, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,6 +123,9 @@ func TestCrashWindows(t *testing.T) {
 			cfg := workerConfig(d, "crashing")
 			if tc.midBatch {
 				cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 1000
+			}
+			if tc.pipelined {
+				cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 3
 			}
 			var armed, fired atomic.Bool
 			atCrash := make(chan progressSnapshot, 1)
