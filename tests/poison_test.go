@@ -346,46 +346,56 @@ func queryBool(t *testing.T, d *testdb.DB, sql string, args ...any) bool {
 }
 
 // TestPoisonInBatch: a batch whose third transaction fails materializes and
-// acknowledges exactly the two before it and quarantines the third.
+// acknowledges exactly the two before it and quarantines the third; also when
+// batches of two are pipelined (the failing batch starts while the next one is
+// received).
 func TestPoisonInBatch(t *testing.T) {
 	t.Parallel()
-	d := testdb.New(t)
-	d.Exec(t, poisonSetup)
-	cfg := workerConfig(d, "w1")
-	first := startStreaming(t, d, cfg)
-	first.stop(t)
-	var txns []committed
-	for i := 1; i <= 5; i++ {
-		title := "fine"
-		if i == 3 {
-			title = "boom"
-		}
-		txns = append(txns, commitTxn(t, d, fmt.Sprintf(`INSERT INTO app.r VALUES (%d, '%s'); INSERT INTO app.other VALUES (%d, 'x')`, i, title, i)))
-	}
-	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 1000
-	startWorker(t, d, cfg)
-	waitPoison(t, d)
-	waitBlocked(t, d, cfg.WorkerID, 200*time.Millisecond)
+	for _, tc := range []struct {
+		name  string
+		batch int
+	}{{"one_batch", 1000}, {"pipelined", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := testdb.New(t)
+			d.Exec(t, poisonSetup)
+			cfg := workerConfig(d, "w1")
+			first := startStreaming(t, d, cfg)
+			first.stop(t)
+			var txns []committed
+			for i := 1; i <= 5; i++ {
+				title := "fine"
+				if i == 3 {
+					title = "boom"
+				}
+				txns = append(txns, commitTxn(t, d, fmt.Sprintf(`INSERT INTO app.r VALUES (%d, '%s'); INSERT INTO app.other VALUES (%d, 'x')`, i, title, i)))
+			}
+			cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, tc.batch
+			startWorker(t, d, cfg)
+			waitPoison(t, d)
+			waitBlocked(t, d, cfg.WorkerID, 200*time.Millisecond)
 
-	p := readPoison(t, d, txns[2])
-	if p.class != capture.ClassMaterialize || derefS(p.sqlstate) != "22012" || p.xid != txns[2].xid || !p.inBounds {
-		t.Fatalf("poison record %+v, want transaction 3 (xid %d)", p, txns[2].xid)
-	}
-	_, end2, _, _ := ledgerOf(t, d, txns[1])
-	ledgerOf(t, d, txns[0])
-	if got := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger`); got != 2 {
-		t.Fatalf("%d transactions materialized, want the first 2", got)
-	}
-	var ack, processed, slot string
-	if err := d.Pool.QueryRow(context.Background(), `SELECT p.acknowledged_end_lsn::text, p.processed_end_lsn::text, s.confirmed_flush_lsn::text
-		FROM synchro.progress p JOIN pg_replication_slots s ON s.slot_name = $1`, cfg.Slot).Scan(&ack, &processed, &slot); err != nil {
-		t.Fatal(err)
-	}
-	if ack != end2 || processed != end2 || slot != end2 {
-		t.Fatalf("acknowledged %s, processed %s, slot %s; want all at the end of transaction 2 (%s)", ack, processed, slot, end2)
-	}
-	for _, later := range txns[3:] {
-		requireBlockedAt(t, d, cfg.Slot, p.commitLSN, later)
+			p := readPoison(t, d, txns[2])
+			if p.class != capture.ClassMaterialize || derefS(p.sqlstate) != "22012" || p.xid != txns[2].xid || !p.inBounds {
+				t.Fatalf("poison record %+v, want transaction 3 (xid %d)", p, txns[2].xid)
+			}
+			_, end2, _, _ := ledgerOf(t, d, txns[1])
+			ledgerOf(t, d, txns[0])
+			if got := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger`); got != 2 {
+				t.Fatalf("%d transactions materialized, want the first 2", got)
+			}
+			var ack, processed, slot string
+			if err := d.Pool.QueryRow(context.Background(), `SELECT p.acknowledged_end_lsn::text, p.processed_end_lsn::text, s.confirmed_flush_lsn::text
+					FROM synchro.progress p JOIN pg_replication_slots s ON s.slot_name = $1`, cfg.Slot).Scan(&ack, &processed, &slot); err != nil {
+				t.Fatal(err)
+			}
+			if ack != end2 || processed != end2 || slot != end2 {
+				t.Fatalf("acknowledged %s, processed %s, slot %s; want all at the end of transaction 2 (%s)", ack, processed, slot, end2)
+			}
+			for _, later := range txns[3:] {
+				requireBlockedAt(t, d, cfg.Slot, p.commitLSN, later)
+			}
+		})
 	}
 }
 
