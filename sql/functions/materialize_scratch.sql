@@ -2,7 +2,7 @@
 -- scratch tables that synchro.materialize_transaction parses a batch into and
 -- synchro.materialize_segment evaluates a segment of source transactions in. seq
 -- numbers the batch's transactions in commit order. The empty table
--- synchro_seg_layout_2 marks the current layout: a session holding an older one
+-- synchro_seg_layout_3 marks the current layout: a session holding an older one
 -- (a function bundle installed while it was open) drops it and creates this one.
 -- A session that has not touched temporary tables yet gets 64MB of temporary
 -- buffers, so that a large batch's scratch rows stay in memory.
@@ -11,8 +11,10 @@ RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog
 AS $$
+DECLARE
+    old regclass;
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_layout_2') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_3') IS NOT NULL THEN
         RETURN;
     END IF;
     BEGIN
@@ -20,9 +22,11 @@ BEGIN
     EXCEPTION WHEN invalid_parameter_value THEN
         NULL; -- temporary tables were used before: keep the session's setting
     END;
-    DROP TABLE IF EXISTS pg_temp.synchro_seg_txn, pg_temp.synchro_seg_event, pg_temp.synchro_seg_change,
-        pg_temp.synchro_seg_impact, pg_temp.synchro_seg_scope, pg_temp.synchro_seg_prev, pg_temp.synchro_seg_diff;
-    CREATE TEMP TABLE synchro_seg_layout_2 ();
+    FOR old IN SELECT c.oid::regclass FROM pg_class c
+               WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r' AND c.relname LIKE 'synchro\_seg\_%' LOOP
+        EXECUTE format('DROP TABLE %s', old);
+    END LOOP;
+    CREATE TEMP TABLE synchro_seg_layout_3 ();
     -- The batch's new transactions.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
@@ -33,10 +37,11 @@ BEGIN
         seq integer, commit_lsn pg_lsn, o integer, r bigint, k text, op text, img jsonb, partial boolean,
         f uuid, v text
     ) ON COMMIT DELETE ROWS;
-    -- The net change of each row (relation, key) in each transaction.
+    -- The net change of each row (relation, key) in each transaction; tid is the
+    -- row's projection tuple before the segment, last marks its last change.
     CREATE TEMP TABLE synchro_seg_change (
         seq integer, commit_lsn pg_lsn, relation_id bigint, key text, old_image jsonb, new_image jsonb,
-        event_ordinal integer, version text, PRIMARY KEY (seq, relation_id, key)
+        event_ordinal integer, version text, tid tid, last boolean, PRIMARY KEY (seq, relation_id, key)
     ) ON COMMIT DELETE ROWS;
     -- Synced rows whose membership is evaluated after each transaction.
     CREATE TEMP TABLE synchro_seg_impact (

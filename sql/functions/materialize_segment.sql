@@ -65,27 +65,29 @@ BEGIN
     -- Net change per row and transaction: the last event's image. A partial image
     -- (unchanged TOAST values left out) completes over the projection; the worker
     -- already completed it over earlier images of the same batch.
-    INSERT INTO synchro_seg_change (seq, commit_lsn, relation_id, key, old_image, new_image, event_ordinal, version)
+    -- tid is the row's projection tuple before the segment; last marks the row's
+    -- last change in the segment.
+    INSERT INTO synchro_seg_change (seq, commit_lsn, relation_id, key, old_image, new_image, event_ordinal, version, tid, last)
     SELECT l.seq, l.commit_lsn, l.r, l.k, cur.image,
            CASE WHEN l.op = 'delete' THEN NULL
                 WHEN l.partial THEN coalesce(cur.image, '{}') || l.img
                 ELSE l.img END,
-           l.o, l.v
+           l.o, l.v, cur.ctid, l.seq = max(l.seq) OVER (PARTITION BY l.r, l.k)
     FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e
           WHERE e.seq BETWEEN first_seq AND last_seq ORDER BY e.seq, e.r, e.k, e.o DESC) l
-    LEFT JOIN LATERAL (SELECT p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k LIMIT 1) cur ON true;
+    LEFT JOIN LATERAL (SELECT p.ctid, p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k LIMIT 1) cur ON true;
 
-    -- Projections take each row's state after the segment.
+    -- Projections take each row's state after the segment: a row projected
+    -- before it is updated or deleted in place, any other one inserted.
     DELETE FROM synchro.projection p
-    WHERE p.ctid = ANY (ARRAY(
-        SELECT (SELECT p2.ctid FROM synchro.projection p2 WHERE p2.relation_id = c.relation_id AND p2.key = c.key)
-        FROM (SELECT DISTINCT ON (c.relation_id, c.key) c.* FROM synchro_seg_change c ORDER BY c.relation_id, c.key, c.seq DESC) c
-        WHERE c.new_image IS NULL));
+    WHERE p.ctid = ANY (ARRAY(SELECT c.tid FROM synchro_seg_change c WHERE c.last AND c.new_image IS NULL AND c.tid IS NOT NULL));
+    UPDATE synchro.projection p SET image = c.new_image
+    FROM synchro_seg_change c
+    WHERE c.last AND c.new_image IS NOT NULL AND p.ctid = c.tid;
     INSERT INTO synchro.projection (relation_id, key, image)
     SELECT c.relation_id, c.key, c.new_image
-    FROM (SELECT DISTINCT ON (c.relation_id, c.key) c.* FROM synchro_seg_change c ORDER BY c.relation_id, c.key, c.seq DESC) c
-    WHERE c.new_image IS NOT NULL
-    ON CONFLICT (relation_id, key) DO UPDATE SET image = EXCLUDED.image;
+    FROM synchro_seg_change c
+    WHERE c.last AND c.new_image IS NOT NULL AND c.tid IS NULL;
 
     -- Impacted synced rows: their own changes, then rows that rules reading a
     -- changed relation point at (only in single-transaction segments).
@@ -194,7 +196,8 @@ BEGIN
           FROM synchro_seg_diff d WHERE d.joined OR d.left_scope) x
     WHERE x.joined;
 
-    -- Scope digests after each transaction that changed the scope.
+    -- Scope digests after each transaction that changed the scope, from each
+    -- scope's digest before the segment (looked up once per scope).
     INSERT INTO synchro.scope_digest (stream_generation, scope, commit_lsn, digest, row_count)
     SELECT gen, d.scope, d.commit_lsn,
            (((coalesce(prev.digest, 0) + sum(d.delta) OVER w) % 4294967296) + 4294967296) % 4294967296,
@@ -202,9 +205,11 @@ BEGIN
     FROM (SELECT d.seq, d.commit_lsn, d.scope, sum(d.delta) AS delta,
                  count(*) FILTER (WHERE d.joined) - count(*) FILTER (WHERE d.left_scope) AS members
           FROM synchro_seg_diff d GROUP BY d.seq, d.commit_lsn, d.scope) d
-    LEFT JOIN LATERAL (SELECT sd.digest, sd.row_count FROM synchro.scope_digest sd
-                       WHERE sd.stream_generation = gen AND sd.scope = d.scope
-                       ORDER BY sd.commit_lsn DESC LIMIT 1) prev ON true
+    JOIN (SELECT s.scope, sd.digest, sd.row_count
+          FROM (SELECT DISTINCT d.scope FROM synchro_seg_diff d) s
+          LEFT JOIN LATERAL (SELECT sd.digest, sd.row_count FROM synchro.scope_digest sd
+                             WHERE sd.stream_generation = gen AND sd.scope = s.scope
+                             ORDER BY sd.commit_lsn DESC LIMIT 1) sd ON true) prev ON prev.scope = d.scope
     WINDOW w AS (PARTITION BY d.scope ORDER BY d.seq);
 END
 $$;
