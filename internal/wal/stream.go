@@ -31,9 +31,6 @@ type stream struct {
 	batch   []*capture.Txn
 	events  int       // row events in batch
 	oldest  time.Time // when the first transaction of the batch arrived
-	// lag is how far the last WAL received was behind the server's WAL end
-	// when it was sent.
-	lag uint64
 
 	// prepActive is the registry generation active after the last prepared
 	// transaction; inflight is the batch being materialized while the next one
@@ -134,10 +131,6 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 			}
 			s.lastData = time.Now()
 			s.idleTarget = 0 // data arrived: this is no idle stream
-			s.lag = 0
-			if xld.ServerWALEnd > xld.WALStart {
-				s.lag = uint64(xld.ServerWALEnd - xld.WALStart)
-			}
 			txn, err := s.asm.Feed(xld.WALData)
 			if err != nil {
 				return s.decodeFailure(ctx, err)
@@ -155,26 +148,21 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 }
 
 // flushIfDue hands the buffered transactions to materialization when the batch
-// is full or its oldest transaction has waited BatchMaxDelay. Behind a backlog
-// (a full batch, or WAL received more than backlogLag behind the server's end)
-// a batch is materialized while the next one is received; only a full next one
-// waits for it. Otherwise a batch is materialized before receiving goes on: at
-// live rates that keeps the worker's share of the machine, and so the writers'
-// commit latency and the capture latency, lower.
+// is full or its oldest transaction has waited BatchMaxDelay. A full batch means
+// a backlog: it is materialized while the next one is received (the next full
+// one waits for it). A batch due by time is materialized before receiving goes
+// on: at live rates that keeps the worker's share of the machine, and so the
+// writers' commit latency and the capture latency, lower.
 func (s *stream) flushIfDue(ctx context.Context) error {
 	if len(s.batch) == 0 {
 		return nil
 	}
 	full := len(s.batch) >= s.w.cfg.BatchMaxTxns || s.events >= s.w.cfg.BatchMaxEvents
 	if full || (s.inflight == nil && time.Since(s.oldest) >= s.w.cfg.BatchMaxDelay) {
-		return s.flush(ctx, full || s.lag > backlogLag)
+		return s.flush(ctx, full)
 	}
 	return nil
 }
-
-// backlogLag is the distance behind the server's WAL end from which the stream
-// counts as catching up a backlog (about 1,700 fenced one-row transactions).
-const backlogLag = 1 << 20
 
 // inflightPoll is how often the receive loop looks for the end of the batch
 // being materialized while no WAL arrives.
