@@ -44,8 +44,23 @@ type rowID struct {
 // rowImage is a row's image; partial when it still lacks unchanged TOAST values
 // (no earlier image of the row in the batch was complete).
 type rowImage struct {
-	fields  map[string]json.RawMessage
+	img     json.RawMessage
 	partial bool
+}
+
+// overlay returns base with the fields of top set over it.
+func overlay(base, top json.RawMessage) (json.RawMessage, error) {
+	var fields, over map[string]json.RawMessage
+	if err := json.Unmarshal(base, &fields); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(top, &over); err != nil {
+		return nil, err
+	}
+	for k, v := range over {
+		fields[k] = v
+	}
+	return json.Marshal(fields)
 }
 
 // prepare selects the registry generation of every row event, reconciles events
@@ -95,21 +110,14 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 			if err != nil {
 				return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: err.Error()}
 			}
-			var fields map[string]json.RawMessage
-			if err := json.Unmarshal(img, &fields); err != nil {
-				return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
-			}
 			// The merged image stays partial when the earlier one was partial too.
 			if prev, ok := last[id]; ok && partial {
-				for k, v := range fields {
-					prev.fields[k] = v
+				if img, err = overlay(prev.img, img); err != nil {
+					return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
 				}
-				fields, partial = prev.fields, prev.partial
-				if img, err = json.Marshal(fields); err != nil {
-					return out, err
-				}
+				partial = prev.partial
 			}
-			last[id] = rowImage{fields, partial}
+			last[id] = rowImage{img, partial}
 			ev.Image, ev.Partial = img, partial
 		}
 		out.Events = append(out.Events, ev)
