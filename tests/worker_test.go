@@ -2,9 +2,13 @@ package tests
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/synchro-sync/synchro/internal/testdb"
+	"github.com/synchro-sync/synchro/internal/wal"
 )
 
 func TestWorkerMaterializesEffects(t *testing.T) {
@@ -44,5 +48,22 @@ func TestWorkerMaterializesEffects(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("effects %v, want %v", got, want)
 		}
+	}
+}
+
+// TestWorkerRefusesSmallPool: a session holds one pool connection for the
+// worker role lock and one for materialization, so a pool of two could never
+// acknowledge; the worker says so instead of hanging.
+func TestWorkerRefusesSmallPool(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	pool, err := pgxpool.New(context.Background(), d.URL+"&pool_max_conns=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	err = wal.New(workerConfig(d, "w1"), pool).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "needs at least 3") {
+		t.Fatalf("worker on a 2-connection pool returned %v", err)
 	}
 }

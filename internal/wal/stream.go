@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/capture"
 )
@@ -37,6 +38,9 @@ type stream struct {
 	// is received (nil when none).
 	prepActive int64
 	inflight   *inflight
+	// mat is the session's one materialization connection, so that its cached
+	// plans and scratch tables serve every batch.
+	mat *pgxpool.Conn
 
 	lastData   time.Time
 	idleTarget pglogrepl.LSN // flush position read for an idle acknowledgement, 0 when none
@@ -59,6 +63,10 @@ func (s *stream) run(ctx context.Context) error {
 	}
 	s.prepActive = s.active
 	s.asm = capture.NewAssembler()
+	if s.mat, err = w.pool.Acquire(ctx); err != nil {
+		return err
+	}
+	defer s.mat.Release()
 	defer s.abandon()
 	err = pglogrepl.StartReplication(ctx, s.conn, w.cfg.Slot, s.ack, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", strings.ReplaceAll(w.cfg.Publication, "'", "''")), "messages 'true'"},
@@ -373,7 +381,7 @@ func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.w.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, s.mat, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body)
 		return err
 	})

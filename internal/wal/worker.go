@@ -79,6 +79,10 @@ func (c *Config) defaults() {
 	}
 }
 
+// minPoolConns is the least pool size a worker runs with: a session holds one
+// connection for the worker role lock and one for materialization.
+const minPoolConns = 3
+
 // ErrStopped is returned by Run when an AfterStep hook stopped the worker.
 var ErrStopped = errors.New("worker stopped by hook")
 
@@ -122,6 +126,9 @@ func (w *Worker) getState() string {
 // Run streams until ctx ends (nil) or a hook stops the worker (ErrStopped).
 // Failures end the session; a new one starts after RetryInterval.
 func (w *Worker) Run(ctx context.Context) error {
+	if n := w.pool.Config().MaxConns; n < minPoolConns {
+		return fmt.Errorf("the worker's pool allows %d connections; it needs at least %d (worker role lock, materialization, progress and heartbeat)", n, minPoolConns)
+	}
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	go w.heartbeat(hbCtx)
