@@ -123,8 +123,9 @@ func (w *Worker) getState() string {
 	return w.state
 }
 
-// Run streams until ctx ends (nil) or a hook stops the worker (ErrStopped).
-// Failures end the session; a new one starts after RetryInterval.
+// Run streams until ctx ends (nil) or a hook stops the worker (ErrStopped); it
+// refuses at once a pool too small to run a session. Failures end the session; a
+// new one starts after RetryInterval.
 func (w *Worker) Run(ctx context.Context) error {
 	if n := w.pool.Config().MaxConns; n < minPoolConns {
 		return fmt.Errorf("the worker's pool allows %d connections; it needs at least %d (worker role lock, materialization, progress and heartbeat)", n, minPoolConns)
