@@ -650,7 +650,8 @@ func TestReadinessRoles(t *testing.T) {
 
 // TestSynchrodConfiguresReadiness: synchrod sets the readiness limits from its
 // flags and environment at startup and serves /readyz, which becomes ready with
-// its worker; a non-positive limit refuses to start.
+// its worker (capture batch limits given too); a non-positive limit refuses to
+// start.
 func TestSynchrodConfiguresReadiness(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(buildCommands(t), "synchrod")
@@ -662,10 +663,15 @@ func TestSynchrodConfiguresReadiness(t *testing.T) {
 		t.Fatalf("synchrod with --max-commit-lag 0s: exit %d, stderr %q", code, stderr)
 	}
 
+	code, _, stderr = run(t, bin, "--database-url", d.URL, "--listen", "127.0.0.1:0", env("SYNCHRO_CAPTURE_BATCH_EVENTS=0"))
+	if code == 0 || !strings.Contains(stderr, "--capture-batch-events must be positive") {
+		t.Fatalf("synchrod with SYNCHRO_CAPTURE_BATCH_EVENTS=0: exit %d, stderr %q", code, stderr)
+	}
+
 	addr, slot := freeAddr(t), synchrodSlot()
 	startSynchrod(t, d, bin, addr, slot, "--database-url", d.URL, "--listen", addr, "--slot", slot,
 		"--heartbeat-interval", "100ms", "--max-heartbeat-age", "7s", "--max-commit-lag", "42s",
-		env("SYNCHRO_MAX_WAL_LAG_BYTES=123456789"))
+		"--capture-batch-txns", "5", env("SYNCHRO_MAX_WAL_LAG_BYTES=123456789", "SYNCHRO_CAPTURE_BATCH_DELAY=5ms"))
 	got := rowsOf(t, d, `SELECT extract(epoch FROM heartbeat_max_age)::float8, wal_lag_limit_bytes, extract(epoch FROM commit_lag_limit)::float8,
 		worker_database = current_database() FROM synchro.settings`)
 	if want := []string{"7|123456789|42|true"}; !slices.Equal(got, want) {

@@ -54,6 +54,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	maxHeartbeatAge := fs.Duration("max-heartbeat-age", 10*time.Second, "readiness: oldest fresh worker heartbeat (env SYNCHRO_MAX_HEARTBEAT_AGE)")
 	maxWALLag := fs.Int64("max-wal-lag-bytes", 1<<30, "readiness: largest WAL lag of the slot in bytes (env SYNCHRO_MAX_WAL_LAG_BYTES)")
 	maxCommitLag := fs.Duration("max-commit-lag", 60*time.Second, "readiness: largest capture commit lag (env SYNCHRO_MAX_COMMIT_LAG)")
+	batchDelay := fs.Duration("capture-batch-delay", 20*time.Millisecond, "longest a captured transaction waits for its materialization batch (env SYNCHRO_CAPTURE_BATCH_DELAY)")
+	batchTxns := fs.Int("capture-batch-txns", 2000, "most transactions per materialization batch (env SYNCHRO_CAPTURE_BATCH_TXNS)")
+	batchEvents := fs.Int("capture-batch-events", 10000, "most row events per materialization batch (env SYNCHRO_CAPTURE_BATCH_EVENTS)")
 	var authConfig auth.Config
 	authConfig.Register(fs)
 	limits := httpapi.DefaultLimits
@@ -69,7 +72,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		"listen": "SYNCHRO_LISTEN", "worker": "SYNCHRO_WORKER", "worker-id": "SYNCHRO_WORKER_ID",
 		"heartbeat-interval": "SYNCHRO_HEARTBEAT_INTERVAL", "max-heartbeat-age": "SYNCHRO_MAX_HEARTBEAT_AGE",
 		"max-wal-lag-bytes": "SYNCHRO_MAX_WAL_LAG_BYTES", "max-commit-lag": "SYNCHRO_MAX_COMMIT_LAG",
-		"max-body-bytes": "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
+		"capture-batch-delay": "SYNCHRO_CAPTURE_BATCH_DELAY", "capture-batch-txns": "SYNCHRO_CAPTURE_BATCH_TXNS",
+		"capture-batch-events": "SYNCHRO_CAPTURE_BATCH_EVENTS",
+		"max-body-bytes":       "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
 		"max-page-size": "SYNCHRO_MAX_PAGE_SIZE", "capture-wait": "SYNCHRO_CAPTURE_WAIT",
 		"push-lock-timeout": "SYNCHRO_PUSH_LOCK_TIMEOUT", "min-protocol-version": "SYNCHRO_MIN_PROTOCOL_VERSION",
 		"min-app-version": "SYNCHRO_MIN_APP_VERSION", "max-user-requests": "SYNCHRO_MAX_USER_REQUESTS",
@@ -89,6 +94,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
+	}
+	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 {
+		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive")
 	}
 	if err := common.Validate(); err != nil {
 		return err
@@ -123,6 +131,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		w := wal.New(wal.Config{
 			DatabaseURL: common.DatabaseURL, Slot: common.Slot, Publication: common.Publication,
 			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log, Metrics: m,
+			BatchMaxDelay: *batchDelay, BatchMaxTxns: *batchTxns, BatchMaxEvents: *batchEvents,
 		}, pool)
 		go func() { workerDone <- w.Run(ctx) }()
 	}
