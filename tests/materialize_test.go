@@ -751,3 +751,48 @@ func docsStep(t *testing.T, d *testdb.DB, docs int) func(sql string, want ...eff
 		requireEffects(t, sql, effects(t, d, commitLSN), want)
 	}
 }
+
+// TestMaterializeScratchReplacesOlderLayout: a worker session that created the
+// scratch tables under an older function bundle (its layout marker differs) gets
+// them dropped and recreated in the current layout, with the larger temporary
+// buffers when it had not used temporary tables yet.
+func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	ctx := context.Background()
+	conn, err := d.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT synchro.materialize_scratch()`); err != nil {
+		t.Fatal(err)
+	}
+	var buffers string
+	if err := conn.QueryRow(ctx, `SHOW temp_buffers`).Scan(&buffers); err != nil || buffers != "64MB" {
+		t.Fatalf("temp_buffers after the first scratch: %q, %v", buffers, err)
+	}
+	// Simulate an older layout: another marker and an older shape of one table.
+	if _, err := conn.Exec(ctx, `
+		DROP TABLE pg_temp.synchro_seg_layout_3, pg_temp.synchro_seg_event;
+		CREATE TEMP TABLE synchro_seg_layout_2 ();
+		CREATE TEMP TABLE synchro_seg_event (stale integer);
+		SELECT synchro.materialize_scratch()`); err != nil {
+		t.Fatal(err)
+	}
+	var tables, seqColumns int
+	if err := conn.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema() AND relkind = 'r' AND relname LIKE 'synchro\_seg\_%'),
+		       (SELECT count(*) FROM pg_attribute WHERE attrelid = 'pg_temp.synchro_seg_event'::regclass AND attname = 'seq')`).
+		Scan(&tables, &seqColumns); err != nil {
+		t.Fatal(err)
+	}
+	// Seven scratch tables plus the layout marker; the stale ones are gone.
+	if tables != 8 || seqColumns != 1 {
+		t.Fatalf("after rebuilding an older layout: %d scratch tables, seq column present %d", tables, seqColumns)
+	}
+	var old bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('pg_temp.synchro_seg_layout_2') IS NOT NULL`).Scan(&old); err != nil || old {
+		t.Fatalf("older layout marker still present (%v)", err)
+	}
+}
