@@ -42,7 +42,7 @@ func New(pool *pgxpool.Pool) *Metrics {
 			Name: "synchro_batch_transactions", Help: "Source transactions per materialization batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "synchro_batch_duration_seconds", Help: "Time to prepare, materialize and acknowledge one batch.",
+			Name: "synchro_batch_duration_seconds", Help: "Time to prepare, materialize and acknowledge one batch, including any wait for the batch before it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "synchro_http_requests_total", Help: "HTTP requests by route and status."}, []string{"route", "code"}),
