@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,8 +49,21 @@ func main() {
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
 	only := flag.String("only", "", "run only the capture (or only its latency) or the sync measures: capture, latency, sync")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "synchrobench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(context.Background(), *url, *seconds, *pgbin, *jsonOut, *only); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "synchrobench:", err)
 		os.Exit(1)
 	}

@@ -120,14 +120,16 @@ func ParseFence(b []byte) (Fence, error) {
 // KeyText renders a JSON key (string or integer) as canonical text; "" when it
 // is neither.
 func KeyText(raw json.RawMessage) string {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err == nil {
+			return s
+		}
+		return ""
 	}
 	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&n); err == nil {
+	if err := json.Unmarshal(raw, &n); err == nil {
 		if _, err := n.Int64(); err == nil {
 			return n.String()
 		}
