@@ -28,10 +28,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 -- Every statement is driven by the segment's scratch rows and reaches Synchro's
 -- large tables only through index lookups written as correlated subqueries (or
--- TID lists; a LATERAL subquery carries LIMIT or OFFSET 0 so that the planner
--- cannot flatten it into a join), so no plan can scan or hash a large table
--- whatever statistics the planner holds for tables that grow fast. Sequential scans are left to the
--- scratch tables; JIT compilation would cost more than any statement here.
+-- TIDs; a LATERAL subquery carries LIMIT or OFFSET 0 so that the planner cannot
+-- flatten it into a join), so no plan can scan or hash a large table whatever
+-- statistics the planner holds for tables that grow fast. Sequential scans are
+-- left to the scratch tables; JIT compilation would cost more than any
+-- statement here.
 SET enable_seqscan = off
 SET jit = off
 AS $$
