@@ -23,8 +23,7 @@ type stream struct {
 	conn *pgconn.PgConn
 	ack  pglogrepl.LSN // durable acknowledgement == slot position
 
-	reg    *registry
-	active int64 // registry generation active after the last materialized transaction
+	reg *registry
 	// durable is the materialized high-watermark at session start: transactions
 	// up to it are replays of durable ones (a stop before acknowledgement).
 	durable pglogrepl.LSN
@@ -34,7 +33,7 @@ type stream struct {
 	oldest  time.Time // when the first transaction of the batch arrived
 
 	// prepActive is the registry generation active after the last prepared
-	// transaction; inflight is the batch being materialized while the next one
+	// transaction (at session start: after the last materialized one); inflight is the batch being materialized while the next one
 	// is received (nil when none).
 	prepActive int64
 	inflight   *inflight
@@ -55,13 +54,12 @@ func (s *stream) run(ctx context.Context) error {
 	}
 	var durable string
 	if err := w.pool.QueryRow(ctx, `SELECT registry_generation, coalesce(materialized_commit_lsn, generation_start_lsn)::text
-		FROM synchro.progress`).Scan(&s.active, &durable); err != nil {
+		FROM synchro.progress`).Scan(&s.prepActive, &durable); err != nil {
 		return err
 	}
 	if s.durable, err = pglogrepl.ParseLSN(durable); err != nil {
 		return err
 	}
-	s.prepActive = s.active
 	s.asm = capture.NewAssembler()
 	if s.mat, err = w.pool.Acquire(ctx); err != nil {
 		return err
@@ -307,9 +305,7 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 		if err := w.step(StepMaterialized); err != nil {
 			return err
 		}
-		last := b.prepared[r.n-1]
-		s.active = last.RegistryGeneration
-		end, _ := pglogrepl.ParseLSN(last.EndLSN)
+		end, _ := pglogrepl.ParseLSN(b.prepared[r.n-1].EndLSN)
 		if err := s.acknowledge(ctx, end); err != nil {
 			return err
 		}
