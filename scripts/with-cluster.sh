@@ -9,14 +9,26 @@ cd "$(dirname "$0")/.."
 
 dir=$(mktemp -d /tmp/synchro-pg.XXXXXX)
 chmod 755 "$dir"
-port=${SYNCHRO_TEST_PG_PORT:-$((56000 + RANDOM % 3000))}
 cleanup() {
   scripts/pgcluster.sh stop "$dir/data" || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-SYNCHRO_TEST_DATABASE_URL=$(PGCLUSTER_FAST=1 scripts/pgcluster.sh start "$dir/data" "$port")
+# A random port below the kernel's ephemeral range (32768 and up on Linux), so
+# that no outgoing connection holds it; another listener may, so a failed start
+# tries other ports. SYNCHRO_TEST_PG_PORT fixes the port (one attempt).
+for attempt in 1 2 3 4 5; do
+  port=${SYNCHRO_TEST_PG_PORT:-$((20000 + RANDOM % 12000))}
+  if SYNCHRO_TEST_DATABASE_URL=$(PGCLUSTER_FAST=1 scripts/pgcluster.sh start "$dir/data" "$port"); then
+    break
+  fi
+  if [ -n "${SYNCHRO_TEST_PG_PORT:-}" ] || [ "$attempt" = 5 ]; then
+    echo "with-cluster: could not start PostgreSQL" >&2
+    exit 1
+  fi
+  echo "with-cluster: port $port unavailable, trying another" >&2
+done
 export SYNCHRO_TEST_DATABASE_URL SYNCHRO_TEST_PGDATA="$dir/data" SYNCHRO_TEST_PG_PORT="$port"
 echo "throwaway cluster: $SYNCHRO_TEST_DATABASE_URL" >&2
 "$@"
