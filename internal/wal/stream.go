@@ -44,6 +44,10 @@ type stream struct {
 	lastData   time.Time
 	idleTarget pglogrepl.LSN // flush position read for an idle acknowledgement, 0 when none
 	lastStatus time.Time
+	// keepalive is when the server last sent a keepalive. It sends one when it
+	// waits for WAL, so none since a batch began means it had WAL to send all
+	// along: the worker is behind.
+	keepalive time.Time
 }
 
 func (s *stream) run(ctx context.Context) error {
@@ -122,6 +126,7 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 			if err != nil {
 				return err
 			}
+			s.keepalive = time.Now()
 			if s.idleTarget != 0 && ka.ServerWALEnd >= s.idleTarget {
 				if err := s.idleAck(ctx); err != nil {
 					return err
@@ -154,18 +159,22 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 }
 
 // flushIfDue hands the buffered transactions to materialization when the batch
-// is full or its oldest transaction has waited BatchMaxDelay. A full batch means
-// a backlog: it is materialized while the next one is received (the next full
-// one waits for it). A batch due by time is materialized before receiving goes
-// on: at live rates that keeps the worker's share of the machine, and so the
-// writers' commit latency and the capture latency, lower.
+// is full or its oldest transaction has waited BatchMaxDelay. A batch that holds
+// a quarter of either limit (a full one, or one that filled that far within
+// BatchMaxDelay) means a backlog: it is materialized while the next one is
+// received, and the next one is flushed when it is full or this one is done. A
+// smaller batch due by time is materialized before receiving goes on: at live
+// rates that keeps the worker's share of the machine, and so the writers'
+// commit latency and the capture latency, lower.
 func (s *stream) flushIfDue(ctx context.Context) error {
 	if len(s.batch) == 0 {
 		return nil
 	}
-	full := len(s.batch) >= s.w.cfg.BatchMaxTxns || s.events >= s.w.cfg.BatchMaxEvents
-	if full || (s.inflight == nil && time.Since(s.oldest) >= s.w.cfg.BatchMaxDelay) {
-		return s.flush(ctx, full)
+	cfg := s.w.cfg
+	full := len(s.batch) >= cfg.BatchMaxTxns || s.events >= cfg.BatchMaxEvents
+	if full || (s.inflight == nil && time.Since(s.oldest) >= cfg.BatchMaxDelay) {
+		behind := full || s.keepalive.Before(s.oldest)
+		return s.flush(ctx, behind)
 	}
 	return nil
 }
