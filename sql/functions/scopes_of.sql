@@ -1,56 +1,21 @@
 -- synchro.scopes_of: the scopes a synced row with the given image belongs to under
--- its table's (normalized) scope rule. Materialization evaluates over projections
--- only (live = false, never live rows). Push's write policy passes live = true:
--- path and members rules then follow the live rows the pushing transaction sees
--- (so a parent written earlier in the same push counts); sql rules always read
--- projections.
+-- its table's (normalized) scope rule. Shared and column rules are evaluated here
+-- from the row's own image; path, members and sql rules read other rows through
+-- synchro.scopes_by_lookup (over projections when live = false, as
+-- materialization does; over the live rows push's write policy sees when live =
+-- true). A plain SQL function without a SET clause and with schema-qualified
+-- names, so that the planner inlines it: materialization evaluates it for every
+-- changed row, and a PL/pgSQL call per row cost several times more than the rule.
 CREATE OR REPLACE FUNCTION synchro.scopes_of(rule jsonb, key text, image jsonb, live boolean)
 RETURNS SETOF text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+LANGUAGE sql STABLE
 AS $$
-DECLARE
-    cur jsonb := image;
-    hop jsonb;
-BEGIN
-    CASE rule ->> 'kind'
-    WHEN 'shared' THEN
-        RETURN NEXT rule ->> 'scope';
-    WHEN 'column' THEN
-        RETURN QUERY SELECT s FROM synchro.render_template(rule ->> 'template', image) s WHERE s IS NOT NULL;
-    WHEN 'path' THEN
-        FOR hop IN SELECT * FROM jsonb_array_elements(rule -> 'path') LOOP
-            IF cur ->> (hop ->> 'column') IS NULL THEN
-                RETURN;
-            END IF;
-            IF live THEN
-                cur := (SELECT l.image FROM synchro.live_rows((hop ->> 'relation_id')::bigint, NULL, ARRAY[cur ->> (hop ->> 'column')]) l);
-            ELSE
-                cur := (SELECT p.image FROM synchro.projection p
-                        WHERE p.relation_id = (hop ->> 'relation_id')::bigint AND p.key = cur ->> (hop ->> 'column'));
-            END IF;
-            IF cur IS NULL THEN
-                RETURN;
-            END IF;
-        END LOOP;
-        RETURN QUERY SELECT s FROM synchro.render_template(rule ->> 'template', cur) s WHERE s IS NOT NULL;
-    WHEN 'members' THEN
-        IF live THEN
-            RETURN QUERY SELECT DISTINCT s
-                FROM synchro.live_rows((rule ->> 'relation_id')::bigint, rule ->> 'column', ARRAY[key]) m,
-                     synchro.render_template(rule ->> 'template', m.image) s
-                WHERE s IS NOT NULL;
-        ELSE
-            RETURN QUERY SELECT DISTINCT s
-                FROM synchro.projection_lookup((rule ->> 'relation_id')::bigint, rule ->> 'column', ARRAY[key]) m,
-                     synchro.render_template(rule ->> 'template', m.image) s
-                WHERE s IS NOT NULL;
-        END IF;
-    WHEN 'sql' THEN
-        RETURN QUERY EXECUTE format('SELECT DISTINCT s::text FROM (%s) AS membership(s) WHERE s IS NOT NULL', rule ->> 'membership')
-            USING image;
-    ELSE
-        RAISE EXCEPTION 'synchro: invalid scope rule kind %', rule ->> 'kind' USING ERRCODE = 'data_corrupted';
-    END CASE;
-END
+    SELECT rule OPERATOR(pg_catalog.->>) 'scope'
+    WHERE rule OPERATOR(pg_catalog.->>) 'kind' OPERATOR(pg_catalog.=) 'shared'
+    UNION ALL
+    SELECT s FROM synchro.render_template(rule OPERATOR(pg_catalog.->>) 'template', image) s
+    WHERE rule OPERATOR(pg_catalog.->>) 'kind' OPERATOR(pg_catalog.=) 'column' AND s IS NOT NULL
+    UNION ALL
+    SELECT s FROM synchro.scopes_by_lookup(rule, key, image, live) s
+    WHERE rule OPERATOR(pg_catalog.->>) 'kind' OPERATOR(pg_catalog.<>) ALL (ARRAY['shared', 'column'])
 $$;
