@@ -2,7 +2,7 @@
 -- scratch tables that synchro.materialize_transaction parses a batch into and
 -- synchro.materialize_segment evaluates a segment of source transactions in. seq
 -- numbers the batch's transactions in commit order. The empty table
--- synchro_seg_layout_3 marks the current layout: a session holding an older one
+-- synchro_seg_layout_4 marks the current layout: a session holding an older one
 -- (a function bundle installed while it was open) drops it and creates this one.
 -- A session that has not touched temporary tables yet gets 64MB of temporary
 -- buffers, so that a large batch's scratch rows stay in memory.
@@ -14,7 +14,7 @@ AS $$
 DECLARE
     old regclass;
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_layout_3') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_4') IS NOT NULL THEN
         RETURN;
     END IF;
     BEGIN
@@ -26,11 +26,11 @@ BEGIN
                WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r' AND c.relname LIKE 'synchro\_seg\_%' LOOP
         EXECUTE format('DROP TABLE %s', old);
     END LOOP;
-    CREATE TEMP TABLE synchro_seg_layout_3 ();
+    CREATE TEMP TABLE synchro_seg_layout_4 ();
     -- The batch's new transactions.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
-        registry_generation bigint, applied_count integer
+        registry_generation bigint
     ) ON COMMIT DELETE ROWS;
     -- Every applicable event of the batch.
     CREATE TEMP TABLE synchro_seg_event (

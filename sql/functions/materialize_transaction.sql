@@ -1,14 +1,14 @@
 -- synchro.materialize_transaction: materializes a batch of whole committed source
 -- transactions in commit order, in the caller's one database transaction (ADR 001,
 -- "Transaction and event replay identity"):
+--   * the batch is parsed once into the scratch tables (synchro.materialize_scratch);
 --   * every transaction enters the replay ledger under (stream_generation,
 --     commit_lsn), even when no event applies; an identity that is already durable
 --     replays as a no-op (no duplicate versions, edges or effects), and a
 --     transaction at or behind the high-watermark that is not durable is refused;
 --   * it waits until the new transactions are visible (synchro.await_visible:
 --     a commit is decoded a moment before it is visible to other snapshots);
---   * the new transactions are parsed once into the scratch tables
---     (synchro.materialize_scratch) and materialized by
+--   * the new transactions are materialized by
 --     synchro.materialize_segment, in segments cut so that a transaction
 --     changing a relation some scope rule reads is evaluated on its own, against
 --     its final projected state;
@@ -41,17 +41,25 @@ BEGIN
     -- The batch, parsed once; seq numbers its transactions in commit order.
     DELETE FROM synchro_seg_txn;
     DELETE FROM synchro_seg_event;
-    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation, applied_count)
+    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation)
     SELECT row_number() OVER (ORDER BY t.commit_lsn), t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count,
-           t.registry_generation, jsonb_array_length(t.events)
+           t.registry_generation
     FROM jsonb_to_recordset(batch) AS t(commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz,
-                                        event_count integer, registry_generation bigint, events jsonb);
+                                        event_count integer, registry_generation bigint);
+    INSERT INTO synchro_seg_event
+    SELECT t.seq, t.commit_lsn, e.*
+    FROM jsonb_array_elements(batch) AS b(txn)
+    JOIN synchro_seg_txn t ON t.commit_lsn = (b.txn ->> 'commit_lsn')::pg_lsn
+    CROSS JOIN LATERAL jsonb_to_recordset(b.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
 
-    -- Ledger first: what it already holds is a replay and is skipped.
+    -- Ledger next: what it already holds is a replay and is skipped. Replays
+    -- precede every new transaction (checked below), so their events lie
+    -- outside every segment.
     WITH ins AS (
         INSERT INTO synchro.txn_ledger (stream_generation, commit_lsn, end_lsn, xid, commit_time, event_count, applied_count)
-        SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.applied_count
+        SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, coalesce(a.n, 0)
         FROM synchro_seg_txn t
+        LEFT JOIN (SELECT e.seq, count(*) AS n FROM synchro_seg_event e GROUP BY e.seq) a ON a.seq = t.seq
         ON CONFLICT DO NOTHING
         RETURNING commit_lsn)
     DELETE FROM synchro_seg_txn t WHERE t.commit_lsn NOT IN (SELECT commit_lsn FROM ins);
@@ -65,13 +73,7 @@ BEGIN
             (SELECT t.commit_lsn FROM synchro_seg_txn t WHERE t.seq = lo), prog.materialized_commit_lsn
             USING ERRCODE = 'data_corrupted';
     END IF;
-
     PERFORM synchro.await_visible(ARRAY(SELECT t.xid FROM synchro_seg_txn t));
-    INSERT INTO synchro_seg_event
-    SELECT t.seq, t.commit_lsn, e.*
-    FROM jsonb_array_elements(batch) AS b(txn)
-    JOIN synchro_seg_txn t ON t.commit_lsn = (b.txn ->> 'commit_lsn')::pg_lsn
-    CROSS JOIN LATERAL jsonb_to_recordset(b.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
 
     -- Segments: a transaction that changes a relation some rule reads stands
     -- alone; the transactions between such ones form one segment each.
