@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -386,10 +385,10 @@ func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.mat, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body)
-		return err
-	})
+	// One statement in its own implicit transaction (one round trip): the batch
+	// commits whole or not at all.
+	_, err = s.mat.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body)
+	return err
 }
 
 // poisonable tells a failure of the transaction itself from a passing one
