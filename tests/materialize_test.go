@@ -754,7 +754,7 @@ func docsStep(t *testing.T, d *testdb.DB, docs int) func(sql string, want ...eff
 
 // TestMaterializeScratchReplacesOlderLayout: a worker session that created the
 // scratch tables under an older function bundle (its layout marker differs) gets
-// them dropped and recreated in the current layout, with the larger temporary
+// them dropped and recreated in the current layout, with the worker's temporary
 // buffers when it had not used temporary tables yet.
 func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
 	t.Parallel()
@@ -769,7 +769,7 @@ func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buffers string
-	if err := conn.QueryRow(ctx, `SHOW temp_buffers`).Scan(&buffers); err != nil || buffers != "64MB" {
+	if err := conn.QueryRow(ctx, `SHOW temp_buffers`).Scan(&buffers); err != nil || buffers != "8MB" {
 		t.Fatalf("temp_buffers after the first scratch: %q, %v", buffers, err)
 	}
 	// Simulate an older layout: another marker and an older shape of one table.
