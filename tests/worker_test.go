@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -65,5 +66,45 @@ func TestWorkerRefusesSmallPool(t *testing.T) {
 	err = wal.New(workerConfig(d, "w1"), pool).Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "needs at least 3") {
 		t.Fatalf("worker on a 2-connection pool returned %v", err)
+	}
+}
+
+// TestBacklogIsPipelined: transactions written while the worker was stopped are
+// a backlog even when no batch fills up. The WAL sender sends no keepalive while
+// it has WAL to send, so the worker materializes such batches while it receives
+// the next ones, and every transaction written is materialized.
+func TestBacklogIsPipelined(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.docs (id int PRIMARY KEY, owner text);
+		SELECT synchro.register_table('app.docs', '{"kind":"column","template":"user:{owner}"}');
+		CREATE PROCEDURE app.write_many(n int) LANGUAGE plpgsql AS $$
+		BEGIN
+			FOR i IN 1..n LOOP
+				INSERT INTO app.docs VALUES (i, 'u' || i % 10);
+				COMMIT;
+			END LOOP;
+		END $$`)
+	w := startStreaming(t, d, workerConfig(d, "w1"))
+	if err := w.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	d.Exec(t, `CALL app.write_many(10000)`)
+
+	cfg := workerConfig(d, "w1")
+	// No batch can fill up: only the missing keepalives tell the backlog.
+	cfg.BatchMaxTxns, cfg.BatchMaxEvents, cfg.BatchMaxDelay = 1000000, 1000000, 20*time.Millisecond
+	log := logTo(&cfg)
+	startWorker(t, d, cfg)
+	waitMaterialized(t, d)
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger`); n < 10000 {
+		t.Fatalf("%d transactions in the ledger, want the 10000 written", n)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.effect`); n != 10000 {
+		t.Fatalf("%d effects, want one per row written", n)
+	}
+	if !strings.Contains(log.String(), "pipelined=true") {
+		t.Fatalf("no batch of the backlog was pipelined; worker log:\n%s", log.String())
 	}
 }

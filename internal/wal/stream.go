@@ -190,6 +190,7 @@ type inflight struct {
 	prepared  []batchTxn
 	poison    *capture.Failure // a prepare failure of the transaction after the prepared ones
 	poisonTxn *capture.Txn
+	pipelined bool      // materialized while the stream receives the next batch
 	started   time.Time // flush began
 	prepped   time.Time // prepared
 	done      chan matResult
@@ -210,7 +211,7 @@ type matResult struct {
 // materialized and acknowledged.
 func (s *stream) flush(ctx context.Context, pipelined bool) error {
 	w := s.w
-	b := &inflight{txns: s.batch, started: time.Now(), done: make(chan matResult, 1)}
+	b := &inflight{txns: s.batch, pipelined: pipelined, started: time.Now(), done: make(chan matResult, 1)}
 	s.batch, s.events = nil, 0
 	b.prepared = make([]batchTxn, 0, len(b.txns))
 	images := rowImages{}
@@ -323,7 +324,7 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 		rows += len(t.Events)
 	}
 	w.cfg.Metrics.ObserveBatch(r.n, rows, time.Since(b.started))
-	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", r.n,
+	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", r.n, "pipelined", b.pipelined,
 		"prepare", b.prepped.Sub(b.started), "queued", r.began.Sub(b.prepped), "materialize", r.finished.Sub(r.began),
 		"acknowledge", time.Since(ackAt))
 	if r.failed != nil {
