@@ -198,7 +198,8 @@ BEGIN
     WHERE x.joined;
 
     -- Scope digests after each transaction that changed the scope, from each
-    -- scope's digest before the segment (looked up once per scope).
+    -- scope's digest before the segment (looked up once per scope: OFFSET 0
+    -- keeps the planner from joining first and looking up once per row).
     INSERT INTO synchro.scope_digest (stream_generation, scope, commit_lsn, digest, row_count)
     SELECT gen, d.scope, d.commit_lsn,
            (((coalesce(prev.digest, 0) + sum(d.delta) OVER w) % 4294967296) + 4294967296) % 4294967296,
@@ -210,7 +211,8 @@ BEGIN
           FROM (SELECT DISTINCT d.scope FROM synchro_seg_diff d) s
           LEFT JOIN LATERAL (SELECT sd.digest, sd.row_count FROM synchro.scope_digest sd
                              WHERE sd.stream_generation = gen AND sd.scope = s.scope
-                             ORDER BY sd.commit_lsn DESC LIMIT 1) sd ON true) prev ON prev.scope = d.scope
+                             ORDER BY sd.commit_lsn DESC LIMIT 1) sd ON true
+          OFFSET 0) prev ON prev.scope = d.scope
     WINDOW w AS (PARTITION BY d.scope ORDER BY d.seq);
 END
 $$;
