@@ -2,12 +2,15 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
@@ -879,5 +882,21 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 	requireDigests(t, d)
 	if got := rowsOf(t, d, `SELECT materialized_commit_lsn::text FROM synchro.progress`); !slices.Equal(got, []string{"FFFF/0"}) {
 		t.Fatalf("high-watermark %v after the batch, want FFFF/0", got)
+	}
+
+	// A transaction behind the high-watermark that is not durable is refused,
+	// and the batch changes nothing.
+	before = state()
+	_, err := d.Pool.Exec(context.Background(), `SELECT synchro.materialize_transaction(jsonb_build_array(
+		jsonb_build_object('commit_lsn', '1/0', 'end_lsn', '1/10', 'xid', 3, 'commit_time', now(),
+		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb),
+		jsonb_build_object('commit_lsn', 'FFFF/100', 'end_lsn', 'FFFF/110', 'xid', 3, 'commit_time', now(),
+		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb)))`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "XX001" || !strings.Contains(pgErr.Message, "not durable") {
+		t.Fatalf("batch with a non-durable transaction behind the high-watermark: %v, want XX001", err)
+	}
+	if after := state(); !slices.Equal(after, before) {
+		t.Fatalf("the refused batch changed durable state:\n%s\nwas:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
 	}
 }

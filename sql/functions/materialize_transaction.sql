@@ -27,6 +27,7 @@ SET jit = off
 AS $$
 DECLARE
     prog synchro.progress;
+    behind pg_lsn;
     fresh integer;
     lo integer;
     hi integer;
@@ -52,27 +53,29 @@ BEGIN
     JOIN synchro_seg_txn t ON t.commit_lsn = (b.txn ->> 'commit_lsn')::pg_lsn
     CROSS JOIN LATERAL jsonb_to_recordset(b.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
 
-    -- Ledger next: what it already holds is a replay and is skipped. Replays
-    -- precede every new transaction (checked below), so their events lie
-    -- outside every segment.
-    WITH ins AS (
-        INSERT INTO synchro.txn_ledger (stream_generation, commit_lsn, end_lsn, xid, commit_time, event_count, applied_count)
-        SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, coalesce(a.n, 0)
-        FROM synchro_seg_txn t
-        LEFT JOIN (SELECT e.seq, count(*) AS n FROM synchro_seg_event e GROUP BY e.seq) a ON a.seq = t.seq
-        ON CONFLICT DO NOTHING
-        RETURNING commit_lsn)
-    DELETE FROM synchro_seg_txn t WHERE t.commit_lsn NOT IN (SELECT commit_lsn FROM ins);
+    -- Replays: a transaction at or behind the high-watermark must already be in
+    -- the ledger (durable) and is skipped; every later one is new. Replays thus
+    -- precede every new transaction, and their events lie outside every segment.
+    SELECT t.commit_lsn INTO behind
+    FROM synchro_seg_txn t
+    WHERE t.commit_lsn <= coalesce(prog.materialized_commit_lsn, prog.generation_start_lsn)
+      AND NOT EXISTS (SELECT FROM synchro.txn_ledger l
+                      WHERE l.stream_generation = prog.stream_generation AND l.commit_lsn = t.commit_lsn)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'synchro: transaction % is not after the materialized high-watermark % and not durable',
+            behind, coalesce(prog.materialized_commit_lsn, prog.generation_start_lsn)
+            USING ERRCODE = 'data_corrupted';
+    END IF;
+    DELETE FROM synchro_seg_txn t WHERE t.commit_lsn <= coalesce(prog.materialized_commit_lsn, prog.generation_start_lsn);
     SELECT count(*), min(t.seq) INTO fresh, lo FROM synchro_seg_txn t;
     IF fresh = 0 THEN
         RETURN;
     END IF;
-    IF (SELECT t.commit_lsn FROM synchro_seg_txn t WHERE t.seq = lo)
-       <= coalesce(prog.materialized_commit_lsn, prog.generation_start_lsn) THEN
-        RAISE EXCEPTION 'synchro: transaction % is not after the materialized high-watermark %',
-            (SELECT t.commit_lsn FROM synchro_seg_txn t WHERE t.seq = lo), prog.materialized_commit_lsn
-            USING ERRCODE = 'data_corrupted';
-    END IF;
+    INSERT INTO synchro.txn_ledger (stream_generation, commit_lsn, end_lsn, xid, commit_time, event_count, applied_count)
+    SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, coalesce(a.n, 0)
+    FROM synchro_seg_txn t
+    LEFT JOIN (SELECT e.seq, count(*) AS n FROM synchro_seg_event e GROUP BY e.seq) a ON a.seq = t.seq;
     PERFORM synchro.await_visible(ARRAY(SELECT t.xid FROM synchro_seg_txn t));
 
     -- Segments: a transaction that changes a relation some rule reads stands
