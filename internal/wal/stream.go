@@ -158,12 +158,12 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 }
 
 // flushIfDue hands the buffered transactions to materialization when the batch
-// is full or its oldest transaction has waited BatchMaxDelay. A batch that holds
-// a quarter of either limit (a full one, or one that filled that far within
-// BatchMaxDelay) means a backlog: it is materialized while the next one is
-// received, and the next one is flushed when it is full or this one is done. A
-// smaller batch due by time is materialized before receiving goes on: at live
-// rates that keeps the worker's share of the machine, and so the writers'
+// is full or its oldest transaction has waited BatchMaxDelay. A full batch, or
+// one received without a keepalive since its first transaction (the server had
+// WAL to send all along), means a backlog: it is materialized while the next
+// one is received, and the next one is flushed when it is full or this one is
+// done. A batch due by time at a live rate is materialized before receiving
+// goes on: that keeps the worker's share of the machine, and so the writers'
 // commit latency and the capture latency, lower.
 func (s *stream) flushIfDue(ctx context.Context) error {
 	if len(s.batch) == 0 {
