@@ -235,6 +235,52 @@ func TestMultiScope(t *testing.T) {
 	requireQueue(t, c)
 }
 
+// TestStaleImageRebuildsScope: scope s2 holds row x at its newer version v2
+// (s2 was rebuilt at a later position than s1's cursor) when a pull delivers s1's
+// older upsert of x (v1) and then x leaving s1. The image is then v1 while s2
+// holds v2; at the final page s2 loses its cursor, so its rebuild rewrites x.
+func TestStaleImageRebuildsScope(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	if err := c.apply(ctx, func(a *applier) error {
+		return errors.Join(a.addScope("s1"), a.addScope("s2"), a.setCursor("s1", ptr("c1")), a.setCursor("s2", ptr("c2")))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	serverRow(t, c, "s2", "x", `{"id":"x","n":2}`, "v2", 2)
+	resp := &pullResponse{
+		Changes: []change{
+			{Scope: "s1", Table: "items", Op: "upsert", PK: json.RawMessage(`{"id":"x"}`), Row: json.RawMessage(`{"id":"x","n":1}`), ServerVersion: "v1", RowChecksum: 1},
+			{Scope: "s1", Table: "items", Op: "delete", PK: json.RawMessage(`{"id":"x"}`)},
+		},
+		ScopeCursors: map[string]string{"s1": "c1b", "s2": "c2b"},
+		Checksums:    map[string]json.RawMessage{"s1": json.RawMessage(`"0"`), "s2": json.RawMessage(`"2"`)},
+	}
+	requested := map[string]cursorRef{"s1": {Cursor: ptr("c1")}, "s2": {Cursor: ptr("c2")}}
+	if err := c.apply(ctx, func(a *applier) error { return a.page(requested, resp, &Report{}) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, c, `SELECT count(*) FROM _synchro_scopes WHERE scope = 's2' AND cursor IS NULL`); got != 1 {
+		t.Fatal("s2 holds x at v2 while x's image is v1, and s2 is not rebuilt")
+	}
+	if got := count(t, c, `SELECT count(*) FROM _synchro_scopes WHERE scope = 's1' AND cursor = 'c1b'`); got != 1 {
+		t.Fatal("s1, which holds nothing stale, lost its cursor")
+	}
+	// The same page without the stale delivery changes no cursor.
+	serverRow(t, c, "s2", "x", `{"id":"x","n":2}`, "v2", 2)
+	if err := c.apply(ctx, func(a *applier) error {
+		if err := a.setCursor("s2", ptr("c2")); err != nil {
+			return err
+		}
+		return a.page(requested, &pullResponse{ScopeCursors: resp.ScopeCursors, Checksums: resp.Checksums}, &Report{})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, c, `SELECT count(*) FROM _synchro_scopes WHERE cursor IS NULL`); got != 0 {
+		t.Fatal("a scope lost its cursor although every held version matches the images")
+	}
+}
+
 // TestRejectionsRevert: a rejected change is reverted to the server image (or
 // deleted when there is none); a conflict takes server_row, or deletes the row
 // when the server has none.

@@ -593,7 +593,18 @@ func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *
 			}
 		}
 	}
-	return nil
+	// Every scope is now at this page's position, where all the scopes holding a
+	// row hold its current version. A scope holding a row at another version
+	// than the row's image means the image is stale: a scope whose cursor was
+	// behind another's (one rebuilt later, say) delivered an older version of a
+	// row after the newer one had arrived. Such scopes are rebuilt, which
+	// rewrites the row from the server. Rows with queued local changes are left
+	// to their push.
+	_, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = NULL WHERE scope IN (
+		SELECT r.scope FROM _synchro_rows r JOIN _synchro_images i ON i.tbl = r.tbl AND i.pk = r.pk
+		WHERE r.server_version IS NOT i.server_version
+		  AND NOT EXISTS (SELECT 1 FROM _synchro_queue q WHERE q.tbl = r.tbl AND q.pk = r.pk))`)
+	return err
 }
 
 // rebuildPending rebuilds every held scope without a cursor.
