@@ -807,9 +807,7 @@ func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
 func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app;
-		CREATE TABLE app.docs (id int PRIMARY KEY, owner text);
-		SELECT synchro.register_table('app.docs', '{"kind":"column","template":"user:{owner}"}')`)
+	ownedDocs(t, d)
 	w := startStreaming(t, d, workerConfig(d, "w1"))
 	c := commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'a'), (2, 'b')`)
 	waitMaterialized(t, d)

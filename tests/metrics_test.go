@@ -46,8 +46,7 @@ func metricValue(t *testing.T, body, series string) float64 {
 func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, owner text);
-		SELECT synchro.register_table('app.docs', '{"kind":"column","template":"user:{owner}"}')`)
+	ownedDocs(t, d)
 	m := metrics.New(d.Pool)
 	cfg := workerConfig(d, "metrics")
 	cfg.Metrics = m

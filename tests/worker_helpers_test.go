@@ -415,3 +415,10 @@ func sharedDocs(t *testing.T, d *testdb.DB) {
 	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, v text);
 		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}')`)
 }
+
+// ownedDocs registers app.docs (id, owner) with the column rule user:{owner}.
+func ownedDocs(t *testing.T, d *testdb.DB) {
+	t.Helper()
+	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.docs (id int PRIMARY KEY, owner text);
+		SELECT synchro.register_table('app.docs', '{"kind":"column","template":"user:{owner}"}')`)
+}

@@ -76,10 +76,8 @@ func TestWorkerRefusesSmallPool(t *testing.T) {
 func TestBacklogIsPipelined(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app;
-		CREATE TABLE app.docs (id int PRIMARY KEY, owner text);
-		SELECT synchro.register_table('app.docs', '{"kind":"column","template":"user:{owner}"}');
-		CREATE PROCEDURE app.write_many(n int) LANGUAGE plpgsql AS $$
+	ownedDocs(t, d)
+	d.Exec(t, `CREATE PROCEDURE app.write_many(n int) LANGUAGE plpgsql AS $$
 		BEGIN
 			FOR i IN 1..n LOOP
 				INSERT INTO app.docs VALUES (i, 'u' || i % 10);
