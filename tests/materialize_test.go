@@ -777,7 +777,7 @@ func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
 	}
 	// Simulate an older layout: another marker and an older shape of one table.
 	if _, err := conn.Exec(ctx, `
-		DROP TABLE pg_temp.synchro_seg_layout_4, pg_temp.synchro_seg_event;
+		DROP TABLE pg_temp.synchro_seg_layout_5, pg_temp.synchro_seg_event;
 		CREATE TEMP TABLE synchro_seg_layout_2 ();
 		CREATE TEMP TABLE synchro_seg_event (stale integer);
 		SELECT synchro.materialize_scratch()`); err != nil {
@@ -893,6 +893,20 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "XX001" || !strings.Contains(pgErr.Message, "not durable") {
 		t.Fatalf("batch with a non-durable transaction behind the high-watermark: %v, want XX001", err)
+	}
+	if after := state(); !slices.Equal(after, before) {
+		t.Fatalf("the refused batch changed durable state:\n%s\nwas:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+	}
+
+	// A batch that does not list its transactions in commit order is refused,
+	// and changes nothing.
+	_, err = d.Pool.Exec(context.Background(), `SELECT synchro.materialize_transaction(jsonb_build_array(
+		jsonb_build_object('commit_lsn', 'FFFF/200', 'end_lsn', 'FFFF/210', 'xid', 3, 'commit_time', now(),
+		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb),
+		jsonb_build_object('commit_lsn', 'FFFF/100', 'end_lsn', 'FFFF/110', 'xid', 3, 'commit_time', now(),
+		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb)))`)
+	if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, "commit order") {
+		t.Fatalf("batch out of commit order: %v, want 22023", err)
 	}
 	if after := state(); !slices.Equal(after, before) {
 		t.Fatalf("the refused batch changed durable state:\n%s\nwas:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))

@@ -2,7 +2,7 @@
 -- scratch tables that synchro.materialize_transaction parses a batch into and
 -- synchro.materialize_segment evaluates a segment of source transactions in. seq
 -- numbers the batch's transactions in commit order. The empty table
--- synchro_seg_layout_4 marks the current layout: a session holding an older one
+-- synchro_seg_layout_5 marks the current layout: a session holding an older one
 -- (a function bundle installed while it was open) drops it and creates this one.
 -- A session that has not touched temporary tables yet gets 8MB of temporary
 -- buffers whatever the server's temp_buffers: every commit truncates the scratch
@@ -17,7 +17,7 @@ AS $$
 DECLARE
     old regclass;
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_layout_4') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_5') IS NOT NULL THEN
         RETURN;
     END IF;
     BEGIN
@@ -29,7 +29,7 @@ BEGIN
                WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r' AND c.relname LIKE 'synchro\_seg\_%' LOOP
         EXECUTE format('DROP TABLE %s', old);
     END LOOP;
-    CREATE TEMP TABLE synchro_seg_layout_4 ();
+    CREATE TEMP TABLE synchro_seg_layout_5 ();
     -- The batch's new transactions.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
@@ -46,10 +46,11 @@ BEGIN
         seq integer, commit_lsn pg_lsn, relation_id bigint, key text, old_image jsonb, new_image jsonb,
         event_ordinal integer, version text, tid tid, last boolean, PRIMARY KEY (seq, relation_id, key)
     ) ON COMMIT DELETE ROWS;
-    -- Synced rows whose membership is evaluated after each transaction.
+    -- Synced rows whose membership is evaluated after each transaction; fresh
+    -- marks a row with no projection before the segment (so no version or scope).
     CREATE TEMP TABLE synchro_seg_impact (
         seq integer, commit_lsn pg_lsn, table_id integer, key text, key_num numeric, event_ordinal integer,
-        own boolean, version text, image jsonb, wire jsonb, checksum bigint, prev_seq integer,
+        own boolean, version text, image jsonb, wire jsonb, checksum bigint, prev_seq integer, fresh boolean,
         PRIMARY KEY (table_id, key, seq)
     ) ON COMMIT DELETE ROWS;
     -- Their scopes after the transaction, and before it.

@@ -84,7 +84,7 @@ BEGIN
     WHERE p.ctid = ANY (ARRAY(SELECT c.tid FROM synchro_seg_change c WHERE c.last AND c.new_image IS NULL AND c.tid IS NOT NULL));
     UPDATE synchro.projection p SET image = c.new_image
     FROM synchro_seg_change c
-    WHERE c.last AND c.new_image IS NOT NULL AND p.ctid = c.tid;
+    WHERE c.last AND c.new_image IS NOT NULL AND c.tid IS NOT NULL AND p.ctid = c.tid;
     INSERT INTO synchro.projection (relation_id, key, image)
     SELECT c.relation_id, c.key, c.new_image
     FROM synchro_seg_change c
@@ -93,14 +93,14 @@ BEGIN
     -- Impacted synced rows: their own changes, then rows that rules reading a
     -- changed relation point at (only in single-transaction segments).
     -- A changed row's wire image (synced columns only) and its checksum.
-    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own, version, image, wire, checksum, prev_seq)
+    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own, version, image, wire, checksum, prev_seq, fresh)
     WITH t AS MATERIALIZED (
         SELECT t.table_id, t.relation_id, r.key_type,
                ARRAY(SELECT unnest(r.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS unsynced
         FROM synchro.synced_table t JOIN synchro.relation r ON r.relation_id = t.relation_id)
     SELECT c.seq, c.commit_lsn, t.table_id, c.key, CASE WHEN t.key_type <> 'string' THEN c.key::numeric END,
            c.event_ordinal, true, c.version, c.new_image, w.wire, synchro.row_checksum(t.table_id, c.key, w.wire),
-           lag(c.seq) OVER (PARTITION BY t.table_id, c.key ORDER BY c.seq)
+           lag(c.seq) OVER (PARTITION BY t.table_id, c.key ORDER BY c.seq), c.tid IS NULL
     FROM synchro_seg_change c
     JOIN t ON t.relation_id = c.relation_id
     CROSS JOIN LATERAL (SELECT c.new_image - t.unsynced AS wire) w;
@@ -140,7 +140,8 @@ BEGIN
     WHERE i.image IS NOT NULL;
 
     -- Scopes before each transaction: the open edges for a row's first change in the
-    -- segment, else the scopes its previous change in the segment left.
+    -- segment (none for a row not projected before it: it has no current version),
+    -- else the scopes its previous change in the segment left.
     INSERT INTO synchro_seg_prev (seq, table_id, key, scope, version, checksum)
     SELECT i.seq, i.table_id, i.key, m.scope, s.version, s.checksum
     FROM synchro_seg_impact i
@@ -150,12 +151,15 @@ BEGIN
     JOIN LATERAL (SELECT v.version, v.checksum, v.image FROM synchro.row_version v
                   WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
                   ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
-    WHERE i.prev_seq IS NULL
+    WHERE i.prev_seq IS NULL AND i.fresh IS NOT TRUE
     UNION ALL
     SELECT i.seq, i.table_id, i.key, sc.scope, p.version, p.checksum
     FROM synchro_seg_impact i
-    JOIN synchro_seg_impact p ON p.seq = i.prev_seq AND p.table_id = i.table_id AND p.key = i.key
-    JOIN synchro_seg_scope sc ON sc.seq = p.seq AND sc.table_id = p.table_id AND sc.key = p.key;
+    JOIN LATERAL (SELECT p.version, p.checksum FROM synchro_seg_impact p
+                  WHERE p.seq = i.prev_seq AND p.table_id = i.table_id AND p.key = i.key OFFSET 0) p ON true
+    JOIN LATERAL (SELECT sc.scope FROM synchro_seg_scope sc
+                  WHERE sc.seq = i.prev_seq AND sc.table_id = i.table_id AND sc.key = i.key OFFSET 0) sc ON true
+    WHERE i.prev_seq IS NOT NULL;
 
     -- Net membership change per (transaction, scope, row).
     INSERT INTO synchro_seg_diff (seq, commit_lsn, scope, table_id, key, key_num, event_ordinal, op, version, joined, left_scope, delta)
@@ -206,7 +210,7 @@ BEGIN
            coalesce(prev.row_count, 0) + sum(d.members) OVER w
     FROM (SELECT d.seq, d.commit_lsn, d.scope, sum(d.delta) AS delta,
                  count(*) FILTER (WHERE d.joined) - count(*) FILTER (WHERE d.left_scope) AS members
-          FROM synchro_seg_diff d GROUP BY d.seq, d.commit_lsn, d.scope) d
+          FROM synchro_seg_diff d GROUP BY d.scope, d.seq, d.commit_lsn) d
     JOIN (SELECT s.scope, sd.digest, sd.row_count
           FROM (SELECT DISTINCT d.scope FROM synchro_seg_diff d) s
           LEFT JOIN LATERAL (SELECT sd.digest, sd.row_count FROM synchro.scope_digest sd

@@ -16,7 +16,7 @@
 --   * the progress row moves to the last transaction's end point and the
 --     processed boundary to its end_lsn.
 --
--- batch: [{"commit_lsn","end_lsn","xid","commit_time","event_count","registry_generation",
+-- batch, in commit order: [{"commit_lsn","end_lsn","xid","commit_time","event_count","registry_generation",
 --          "events":[{"o": ordinal, "r": relation_id, "k": key, "op", "img": image|null,
 --                     "partial": bool, "f": fence_id, "v": version}]}]
 CREATE OR REPLACE FUNCTION synchro.materialize_transaction(batch jsonb)
@@ -39,18 +39,23 @@ BEGIN
     END IF;
     PERFORM synchro.materialize_scratch();
 
-    -- The batch, parsed once; seq numbers its transactions in commit order.
+    -- The batch, parsed once; seq numbers its transactions in the batch's order,
+    -- which must be commit order.
     DELETE FROM synchro_seg_txn;
     DELETE FROM synchro_seg_event;
     INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation)
-    SELECT row_number() OVER (ORDER BY t.commit_lsn), t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count,
-           t.registry_generation
-    FROM jsonb_to_recordset(batch) AS t(commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz,
-                                        event_count integer, registry_generation bigint);
+    SELECT t.seq, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.registry_generation
+    FROM ROWS FROM (jsonb_to_recordset(batch) AS (commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz,
+                                                  event_count integer, registry_generation bigint))
+         WITH ORDINALITY AS t(commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation, seq);
+    IF EXISTS (SELECT FROM (SELECT t.commit_lsn <= lag(t.commit_lsn) OVER (ORDER BY t.seq) AS back FROM synchro_seg_txn t) x
+               WHERE x.back) THEN
+        RAISE EXCEPTION 'synchro: the batch does not list its transactions in commit order'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     INSERT INTO synchro_seg_event
-    SELECT t.seq, t.commit_lsn, e.*
-    FROM jsonb_array_elements(batch) AS b(txn)
-    JOIN synchro_seg_txn t ON t.commit_lsn = (b.txn ->> 'commit_lsn')::pg_lsn
+    SELECT b.seq, (b.txn ->> 'commit_lsn')::pg_lsn, e.*
+    FROM jsonb_array_elements(batch) WITH ORDINALITY AS b(txn, seq)
     CROSS JOIN LATERAL jsonb_to_recordset(b.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
 
     -- Replays: a transaction at or behind the high-watermark must already be in

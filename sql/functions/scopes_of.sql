@@ -13,7 +13,7 @@ AS $$
     SELECT rule OPERATOR(pg_catalog.->>) 'scope'
     WHERE rule OPERATOR(pg_catalog.->>) 'kind' OPERATOR(pg_catalog.=) 'shared'
     UNION ALL
-    SELECT s FROM synchro.render_template(rule OPERATOR(pg_catalog.->>) 'template', image) s
+    SELECT s FROM (SELECT synchro.render_template(rule OPERATOR(pg_catalog.->>) 'template', image) AS s) r
     WHERE rule OPERATOR(pg_catalog.->>) 'kind' OPERATOR(pg_catalog.=) 'column' AND s IS NOT NULL
     UNION ALL
     SELECT s FROM synchro.scopes_by_lookup(rule, key, image, live) s
