@@ -1138,3 +1138,34 @@ func TestRegisterQuotedIdentifiers(t *testing.T) {
 	err := d.ExecErr(`SELECT synchro.register_table('"My App"."Work Items"', '{"kind":"shared","scope":"x"}')`)
 	requireRejected(t, err, stateObjectInUse, `"My App"."Work Items"`, "already registered")
 }
+
+// TestRenderTemplate: a scope template renders the same whether it has one
+// placeholder (rendered inline) or several or none (rendered by the loop), and
+// any NULL or missing value makes the whole scope NULL.
+func TestRenderTemplate(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	got := rowsOf(t, d, `
+		SELECT t, coalesce(synchro.render_template(t, i), '<null>'), coalesce(synchro.render_template_loop(t, i), '<null>')
+		FROM (VALUES ('user:{owner}', '{"owner": "u1"}'::jsonb),
+		             ('{owner}', '{"owner": "u1"}'),
+		             ('{owner}:tail', '{"owner": 7}'),
+		             ('org:{org}/team:{team}', '{"org": "o", "team": "t"}'),
+		             ('org:{org}/team:{team}', '{"org": "o"}'),
+		             ('user:{owner}', '{"owner": null}'),
+		             ('user:{owner}', '{}'),
+		             ('public', '{}')) AS v(t, i)`)
+	want := []string{
+		"user:{owner}|user:u1|user:u1",
+		"{owner}|u1|u1",
+		"{owner}:tail|7:tail|7:tail",
+		"org:{org}/team:{team}|org:o/team:t|org:o/team:t",
+		"org:{org}/team:{team}|<null>|<null>",
+		"user:{owner}|<null>|<null>",
+		"user:{owner}|<null>|<null>",
+		"public|public|public",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rendered templates:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
