@@ -32,11 +32,11 @@ DECLARE
     key_text text;
     xid xid8 := pg_current_xact_id();
     ordinal integer;
-    new_version text := replace(gen_random_uuid()::text, '-', '');
     new_fence_id uuid := gen_random_uuid();
+    -- Opaque and unique like the fence_id it is derived from (one random draw).
+    new_version text := md5(new_fence_id::text);
     reserved boolean;
     live boolean;
-    msg jsonb;
 BEGIN
     IF TG_OP <> 'INSERT' THEN
         old_key := to_jsonb(OLD) -> key_column;
@@ -53,10 +53,18 @@ BEGIN
             TG_TABLE_SCHEMA, TG_TABLE_NAME
             USING ERRCODE = 'feature_not_supported';
     END IF;
-    IF TG_OP = 'INSERT' AND synchro.row_written_frozen(TG_RELID, NEW.ctid) THEN
-        RAISE EXCEPTION 'synchro: COPY ... FREEZE into registered relation %.% is not supported; a frozen row loses the command id the fence order check needs',
-            TG_TABLE_SCHEMA, TG_TABLE_NAME
-            USING ERRCODE = 'feature_not_supported';
+    -- COPY ... FREEZE needs a relation created or rewritten in the current
+    -- (sub)transaction, which then wrote its pg_class row: an xmin at or after the
+    -- transaction's xid (its subtransactions' xids follow it), modulo 2^32. Only
+    -- then is the visibility map read.
+    IF TG_OP = 'INSERT'
+       AND (SELECT ((c.xmin::text::bigint - xid::text::bigint) % 4294967296 + 4294967296) % 4294967296 < 2147483648
+            FROM pg_class c WHERE c.oid = TG_RELID) THEN
+        IF synchro.row_written_frozen(TG_RELID, NEW.ctid) THEN
+            RAISE EXCEPTION 'synchro: COPY ... FREEZE into registered relation %.% is not supported; a frozen row loses the command id the fence order check needs',
+                TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
     END IF;
     key_text := coalesce(new_key, old_key) #>> '{}';
 
@@ -94,24 +102,19 @@ BEGIN
             nullif(current_setting('synchro.client_id', true), ''),
             nullif(current_setting('synchro.mutation_id', true), ''));
 
-    msg := jsonb_build_object(
+    -- The message leaves out old_key, new_key and table_id where they do not apply
+    -- (json, not jsonb: it is only ever sent as text).
+    PERFORM pg_logical_emit_message(true, 'synchro.fence', json_strip_nulls(json_build_object(
         'registration_kind', TG_ARGV[1],
         'relation_id', rid,
-        'relation', jsonb_build_object('schema', TG_ARGV[2], 'name', TG_ARGV[3], 'oid', TG_ARGV[4]::bigint),
+        'relation', json_build_object('schema', TG_ARGV[2], 'name', TG_ARGV[3], 'oid', TG_ARGV[4]::bigint),
         'op', lower(TG_OP),
         'version', new_version,
         'fence_id', new_fence_id,
-        'ordinal', ordinal);
-    IF old_key IS NOT NULL THEN
-        msg := msg || jsonb_build_object('old_key', old_key);
-    END IF;
-    IF new_key IS NOT NULL THEN
-        msg := msg || jsonb_build_object('new_key', new_key);
-    END IF;
-    IF TG_ARGV[6] <> '' THEN
-        msg := msg || jsonb_build_object('table_id', TG_ARGV[6]::integer);
-    END IF;
-    PERFORM pg_logical_emit_message(true, 'synchro.fence', msg::text);
+        'ordinal', ordinal,
+        'old_key', old_key,
+        'new_key', new_key,
+        'table_id', nullif(TG_ARGV[6], '')::integer))::text);
     RETURN NULL;
 END
 $$;
