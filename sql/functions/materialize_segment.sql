@@ -39,6 +39,10 @@ AS $$
 DECLARE
     expected integer;
     reconciled integer;
+    projected boolean; -- some row was projected before the segment
+    repeated boolean;  -- some row changes in more than one of its transactions
+    reads boolean;     -- some change is to a relation a scope rule reads
+    prev_rows integer;
 BEGIN
     DELETE FROM synchro_seg_change;
     DELETE FROM synchro_seg_impact;
@@ -77,14 +81,22 @@ BEGIN
     FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e
           WHERE e.seq BETWEEN first_seq AND last_seq ORDER BY e.seq, e.r, e.k, e.o DESC) l
     LEFT JOIN LATERAL (SELECT p.ctid, p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k LIMIT 1) cur ON true;
+    -- Statements below that have nothing to do without such rows are skipped (a
+    -- segment of first inserts under row-local rules needs none of them).
+    SELECT coalesce(bool_or(c.tid IS NOT NULL), false), coalesce(bool_or(NOT c.last), false),
+           coalesce(bool_or(c.relation_id IN (SELECT rr.relation_id FROM synchro.rule_read rr)), false)
+    INTO projected, repeated, reads
+    FROM synchro_seg_change c;
 
     -- Projections take each row's state after the segment: a row projected
     -- before it is updated or deleted in place, any other one inserted.
-    DELETE FROM synchro.projection p
-    WHERE p.ctid = ANY (ARRAY(SELECT c.tid FROM synchro_seg_change c WHERE c.last AND c.new_image IS NULL AND c.tid IS NOT NULL));
-    UPDATE synchro.projection p SET image = c.new_image
-    FROM synchro_seg_change c
-    WHERE c.last AND c.new_image IS NOT NULL AND c.tid IS NOT NULL AND p.ctid = c.tid;
+    IF projected THEN
+        DELETE FROM synchro.projection p
+        WHERE p.ctid = ANY (ARRAY(SELECT c.tid FROM synchro_seg_change c WHERE c.last AND c.new_image IS NULL AND c.tid IS NOT NULL));
+        UPDATE synchro.projection p SET image = c.new_image
+        FROM synchro_seg_change c
+        WHERE c.last AND c.new_image IS NOT NULL AND c.tid IS NOT NULL AND p.ctid = c.tid;
+    END IF;
     INSERT INTO synchro.projection (relation_id, key, image)
     SELECT c.relation_id, c.key, c.new_image
     FROM synchro_seg_change c
@@ -105,25 +117,27 @@ BEGIN
     JOIN t ON t.relation_id = c.relation_id
     CROSS JOIN LATERAL (SELECT c.new_image - t.unsynced AS wire) w;
 
-    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own)
-    SELECT c.seq, c.commit_lsn, rr.table_id, k, CASE WHEN r.key_type <> 'string' THEN k::numeric END, max(c.event_ordinal), false
-    FROM synchro_seg_change c
-    JOIN synchro.rule_read rr ON rr.relation_id = c.relation_id
-    JOIN synchro.synced_table t ON t.table_id = rr.table_id
-    JOIN synchro.relation r ON r.relation_id = t.relation_id
-    CROSS JOIN LATERAL synchro.impacted_keys(rr.table_id, c.relation_id, c.key, c.old_image, c.new_image) k
-    GROUP BY c.seq, c.commit_lsn, rr.table_id, k, r.key_type
-    ON CONFLICT (table_id, key, seq) DO UPDATE
-        SET event_ordinal = greatest(synchro_seg_impact.event_ordinal, EXCLUDED.event_ordinal);
+    IF reads THEN
+        INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own)
+        SELECT c.seq, c.commit_lsn, rr.table_id, k, CASE WHEN r.key_type <> 'string' THEN k::numeric END, max(c.event_ordinal), false
+        FROM synchro_seg_change c
+        JOIN synchro.rule_read rr ON rr.relation_id = c.relation_id
+        JOIN synchro.synced_table t ON t.table_id = rr.table_id
+        JOIN synchro.relation r ON r.relation_id = t.relation_id
+        CROSS JOIN LATERAL synchro.impacted_keys(rr.table_id, c.relation_id, c.key, c.old_image, c.new_image) k
+        GROUP BY c.seq, c.commit_lsn, rr.table_id, k, r.key_type
+        ON CONFLICT (table_id, key, seq) DO UPDATE
+            SET event_ordinal = greatest(synchro_seg_impact.event_ordinal, EXCLUDED.event_ordinal);
 
-    UPDATE synchro_seg_impact i
-    SET image = (SELECT p.image FROM synchro.projection p JOIN synchro.synced_table t ON t.relation_id = p.relation_id
-                 WHERE t.table_id = i.table_id AND p.key = i.key),
-        (version, checksum) = (SELECT CASE WHEN v.image IS NOT NULL THEN v.version END, v.checksum FROM synchro.row_version v
-                               WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
-                               ORDER BY v.commit_lsn DESC LIMIT 1)
-    WHERE NOT i.own;
-    DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
+        UPDATE synchro_seg_impact i
+        SET image = (SELECT p.image FROM synchro.projection p JOIN synchro.synced_table t ON t.relation_id = p.relation_id
+                     WHERE t.table_id = i.table_id AND p.key = i.key),
+            (version, checksum) = (SELECT CASE WHEN v.image IS NOT NULL THEN v.version END, v.checksum FROM synchro.row_version v
+                                   WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
+                                   ORDER BY v.commit_lsn DESC LIMIT 1)
+        WHERE NOT i.own;
+        DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
+    END IF;
 
     -- New immutable versions of changed synced rows.
     INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
@@ -142,24 +156,28 @@ BEGIN
     -- Scopes before each transaction: the open edges for a row's first change in the
     -- segment (none for a row not projected before it: it has no current version),
     -- else the scopes its previous change in the segment left.
-    INSERT INTO synchro_seg_prev (seq, table_id, key, scope, version, checksum)
-    SELECT i.seq, i.table_id, i.key, m.scope, s.version, s.checksum
-    FROM synchro_seg_impact i
-    JOIN LATERAL (SELECT m.scope FROM synchro.membership m
-                  WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL
-                  OFFSET 0) m ON true
-    JOIN LATERAL (SELECT v.version, v.checksum, v.image FROM synchro.row_version v
-                  WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
-                  ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
-    WHERE i.prev_seq IS NULL AND i.fresh IS NOT TRUE
-    UNION ALL
-    SELECT i.seq, i.table_id, i.key, sc.scope, p.version, p.checksum
-    FROM synchro_seg_impact i
-    JOIN LATERAL (SELECT p.version, p.checksum FROM synchro_seg_impact p
-                  WHERE p.seq = i.prev_seq AND p.table_id = i.table_id AND p.key = i.key OFFSET 0) p ON true
-    JOIN LATERAL (SELECT sc.scope FROM synchro_seg_scope sc
-                  WHERE sc.seq = i.prev_seq AND sc.table_id = i.table_id AND sc.key = i.key OFFSET 0) sc ON true
-    WHERE i.prev_seq IS NOT NULL;
+    prev_rows := 0;
+    IF projected OR repeated OR reads THEN
+        INSERT INTO synchro_seg_prev (seq, table_id, key, scope, version, checksum)
+        SELECT i.seq, i.table_id, i.key, m.scope, s.version, s.checksum
+        FROM synchro_seg_impact i
+        JOIN LATERAL (SELECT m.scope FROM synchro.membership m
+                      WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL
+                      OFFSET 0) m ON true
+        JOIN LATERAL (SELECT v.version, v.checksum, v.image FROM synchro.row_version v
+                      WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
+                      ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
+        WHERE i.prev_seq IS NULL AND i.fresh IS NOT TRUE
+        UNION ALL
+        SELECT i.seq, i.table_id, i.key, sc.scope, p.version, p.checksum
+        FROM synchro_seg_impact i
+        JOIN LATERAL (SELECT p.version, p.checksum FROM synchro_seg_impact p
+                      WHERE p.seq = i.prev_seq AND p.table_id = i.table_id AND p.key = i.key OFFSET 0) p ON true
+        JOIN LATERAL (SELECT sc.scope FROM synchro_seg_scope sc
+                      WHERE sc.seq = i.prev_seq AND sc.table_id = i.table_id AND sc.key = i.key OFFSET 0) sc ON true
+        WHERE i.prev_seq IS NOT NULL;
+        GET DIAGNOSTICS prev_rows = ROW_COUNT;
+    END IF;
 
     -- Net membership change per (transaction, scope, row).
     INSERT INTO synchro_seg_diff (seq, commit_lsn, scope, table_id, key, key_num, event_ordinal, op, version, joined, left_scope, delta)
@@ -187,14 +205,16 @@ BEGIN
     -- Membership edges: a row's first change in the segment that leaves a scope
     -- closes its open edge; every join opens an edge that the row's next leave in
     -- the segment (if any) closes.
-    UPDATE synchro.membership m SET to_lsn = x.commit_lsn
-    FROM (SELECT (SELECT m2.ctid FROM synchro.membership m2
-                  WHERE m2.stream_generation = gen AND m2.table_id = f.table_id AND m2.key = f.key
-                    AND m2.scope = f.scope AND m2.to_lsn IS NULL) AS edge, f.commit_lsn
-          FROM (SELECT DISTINCT ON (d.scope, d.table_id, d.key) d.* FROM synchro_seg_diff d
-                WHERE d.joined OR d.left_scope ORDER BY d.scope, d.table_id, d.key, d.seq) f
-          WHERE f.left_scope) x
-    WHERE m.ctid = x.edge;
+    IF prev_rows > 0 THEN -- a leave needs a previous scope
+        UPDATE synchro.membership m SET to_lsn = x.commit_lsn
+        FROM (SELECT (SELECT m2.ctid FROM synchro.membership m2
+                      WHERE m2.stream_generation = gen AND m2.table_id = f.table_id AND m2.key = f.key
+                        AND m2.scope = f.scope AND m2.to_lsn IS NULL) AS edge, f.commit_lsn
+              FROM (SELECT DISTINCT ON (d.scope, d.table_id, d.key) d.* FROM synchro_seg_diff d
+                    WHERE d.joined OR d.left_scope ORDER BY d.scope, d.table_id, d.key, d.seq) f
+              WHERE f.left_scope) x
+        WHERE m.ctid = x.edge;
+    END IF;
     INSERT INTO synchro.membership (stream_generation, scope, table_id, key, from_lsn, to_lsn)
     SELECT gen, x.scope, x.table_id, x.key, x.commit_lsn, x.next_leave
     FROM (SELECT d.*, lead(d.commit_lsn) OVER (PARTITION BY d.scope, d.table_id, d.key ORDER BY d.seq) AS next_leave
