@@ -149,6 +149,16 @@ func (c *Client) init(ctx context.Context) error {
 	if _, err := c.db.ExecContext(ctx, metadataDDL); err != nil {
 		return fmt.Errorf("synchro: creating the metadata tables: %w", err)
 	}
+	// A replica created before images recorded where they came from gains the column.
+	var pushed int
+	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('_synchro_images') WHERE name = 'pushed'`).Scan(&pushed); err != nil {
+		return fmt.Errorf("synchro: reading the metadata tables: %w", err)
+	}
+	if pushed == 0 {
+		if _, err := c.db.ExecContext(ctx, `ALTER TABLE _synchro_images ADD COLUMN pushed INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("synchro: upgrading the metadata tables: %w", err)
+		}
+	}
 	var id string
 	var ver sql.NullInt64
 	var hash, text sql.NullString

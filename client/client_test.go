@@ -281,6 +281,71 @@ func TestStaleImageRebuildsScope(t *testing.T) {
 	}
 }
 
+// TestConflictImageAheadKeepsCursor: a conflict answer's server_row can be a
+// version the stream has not reached (a direct write not captured yet). The row
+// then has that image while its scope still holds the older version; the scope
+// keeps its cursor, and the stream's later delivery makes the image its own again.
+func TestConflictImageAheadKeepsCursor(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	if err := c.apply(ctx, func(a *applier) error {
+		return errors.Join(a.addScope("s1"), a.setCursor("s1", ptr("c1")))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	serverRow(t, c, "s1", "b", `{"id":"b","n":1}`, "v1", 1)
+	mustExec(t, c, `UPDATE items SET n = 9 WHERE id = 'b'`)
+	batch, err := c.nextBatch(ctx, 1<<62)
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("batch %d, %v", len(batch), err)
+	}
+	if err := c.apply(ctx, func(a *applier) error {
+		_, err := a.outcomes(batch, []outcome{{MutationID: batch[0].m.MutationID, Status: "conflict", Code: "version_conflict",
+			ServerVersion: ptr("v7"), ServerRow: json.RawMessage(`{"id":"b","n":7}`)}}, &Report{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	requested := map[string]cursorRef{"s1": {Cursor: ptr("c1")}}
+	final := &pullResponse{ScopeCursors: map[string]string{"s1": "c1b"}, Checksums: map[string]json.RawMessage{"s1": json.RawMessage(`"1"`)}}
+	if err := c.apply(ctx, func(a *applier) error { return a.page(requested, final, &Report{}) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, c, `SELECT count(*) FROM _synchro_scopes WHERE scope = 's1' AND cursor = 'c1b'`); got != 1 {
+		t.Fatal("s1 lost its cursor because the conflict's server_row is ahead of the stream")
+	}
+	if got := count(t, c, `SELECT n FROM items WHERE id = 'b'`); got != 7 {
+		t.Fatalf("b does not show the conflict's server_row: n = %d", got)
+	}
+	// The stream delivers v7: the image is the stream's again, and a later stale
+	// delivery is caught as before.
+	serverRow(t, c, "s1", "b", `{"id":"b","n":7}`, "v7", 7)
+	if got := count(t, c, `SELECT count(*) FROM _synchro_images WHERE pk = '{"id":"b"}' AND pushed = 0 AND server_version = 'v7'`); got != 1 {
+		t.Fatal("the stream's delivery did not make the image the stream's")
+	}
+}
+
+// TestOpenUpgradesImages: a replica whose images table predates the pushed
+// column gains it when it is opened.
+func TestOpenUpgradesImages(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.sqlite")
+	c, err := Open(ctx, path, Config{ServerURL: "http://127.0.0.1:1", ClientID: "unit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c, `ALTER TABLE _synchro_images DROP COLUMN pushed`)
+	c.Close()
+	c, err = Open(ctx, path, Config{ServerURL: "http://127.0.0.1:1", ClientID: "unit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := count(t, c, `SELECT count(*) FROM pragma_table_info('_synchro_images') WHERE name = 'pushed'`); got != 1 {
+		t.Fatal("the images table did not gain the pushed column")
+	}
+}
+
 // TestRejectionsRevert: a rejected change is reverted to the server image (or
 // deleted when there is none); a conflict takes server_row, or deletes the row
 // when the server has none.

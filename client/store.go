@@ -20,7 +20,8 @@ import (
 //   - _synchro_scopes: the held scopes and their cursors (NULL: rebuild);
 //   - _synchro_rows: per scope, the rows it holds with server version and row checksum;
 //   - _synchro_images: the last known server image of each row (revert target,
-//     base_version of local changes);
+//     base_version of local changes); pushed = 1 when it came from a push answer
+//     rather than from the stream (a conflict's server_row can be ahead of it);
 //   - _synchro_queue: captured local mutations in order; sent = 1 marks the batch
 //     in flight, which is resent unchanged (same mutation IDs) until answered;
 //   - _synchro_rejections: local changes the server refused;
@@ -43,6 +44,7 @@ CREATE TABLE IF NOT EXISTS _synchro_rows (
 CREATE INDEX IF NOT EXISTS _synchro_rows_scope ON _synchro_rows (scope);
 CREATE TABLE IF NOT EXISTS _synchro_images (
     tbl TEXT NOT NULL, pk TEXT NOT NULL, row TEXT NOT NULL, server_version TEXT,
+    pushed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tbl, pk));
 CREATE TABLE IF NOT EXISTS _synchro_queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -392,10 +394,12 @@ func (a *applier) image(t *table, k rowKey) (json.RawMessage, error) {
 	return json.RawMessage(row), err
 }
 
-func (a *applier) setImage(t *table, k rowKey, row json.RawMessage, version *string) error {
-	_, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_images (tbl, pk, row, server_version) VALUES (?, ?, ?, ?)
-		ON CONFLICT (tbl, pk) DO UPDATE SET row = excluded.row, server_version = excluded.server_version`,
-		t.Name, k.text, string(row), version)
+// setImage records the row's last known server image; pushed when it comes from
+// a push answer instead of the stream.
+func (a *applier) setImage(t *table, k rowKey, row json.RawMessage, version *string, pushed bool) error {
+	_, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_images (tbl, pk, row, server_version, pushed) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (tbl, pk) DO UPDATE SET row = excluded.row, server_version = excluded.server_version, pushed = excluded.pushed`,
+		t.Name, k.text, string(row), version, pushed)
 	return err
 }
 
@@ -436,7 +440,7 @@ func (a *applier) upsert(scope string, t *table, k rowKey, row json.RawMessage, 
 		t.Name, k.text, scope, version, int64(checksum)); err != nil {
 		return err
 	}
-	if err := a.setImage(t, k, row, &version); err != nil {
+	if err := a.setImage(t, k, row, &version, false); err != nil {
 		return err
 	}
 	if p, err := a.pending(t, k); err != nil || p {

@@ -461,7 +461,7 @@ func (a *applier) applied(t *table, k rowKey, q queued, o outcome) error {
 		_, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = NULL WHERE tbl = ? AND pk = ?`, t.Name, k.text)
 		return err
 	}
-	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion); err != nil {
+	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion, true); err != nil {
 		return err
 	}
 	if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = ? WHERE tbl = ? AND pk = ?`, o.ServerVersion, t.Name, k.text); err != nil {
@@ -491,7 +491,7 @@ func (a *applier) conflicted(t *table, k rowKey, o outcome) error {
 		}
 		return a.deleteRow(t, k)
 	}
-	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion); err != nil {
+	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion, true); err != nil {
 		return err
 	}
 	return a.writeRow(t, o.ServerRow)
@@ -599,10 +599,12 @@ func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *
 	// behind another's (one rebuilt later, say) delivered an older version of a
 	// row after the newer one had arrived. Such scopes are rebuilt, which
 	// rewrites the row from the server. Rows with queued local changes are left
-	// to their push.
+	// to their push, and images from a push answer to the stream: a conflict's
+	// server_row can be a version the stream has not reached yet (a direct
+	// write not yet captured), which the stream then delivers.
 	_, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = NULL WHERE scope IN (
 		SELECT r.scope FROM _synchro_rows r JOIN _synchro_images i ON i.tbl = r.tbl AND i.pk = r.pk
-		WHERE r.server_version IS NOT i.server_version
+		WHERE r.server_version IS NOT i.server_version AND NOT i.pushed
 		  AND NOT EXISTS (SELECT 1 FROM _synchro_queue q WHERE q.tbl = r.tbl AND q.pk = r.pk))`)
 	return err
 }
