@@ -14,15 +14,16 @@ AS $$
 DECLARE
     deadline timestamptz := clock_timestamp() + timeout;
 BEGIN
-    -- A 32-bit xid is placed in the epoch of the snapshot's xmax: at or after
-    -- xmax it has not completed as of the snapshot; before it, it has completed
-    -- unless the snapshot lists it as running.
-    WHILE EXISTS (SELECT FROM (SELECT pg_current_snapshot() AS snap) s,
-                              LATERAL (SELECT pg_snapshot_xmax(s.snap)::text::numeric AS xmax) m,
-                              LATERAL unnest(xids) AS x(xid),
-                              LATERAL (SELECT ((x.xid - m.xmax % 4294967296) % 4294967296 + 4294967296) % 4294967296 AS ahead) d
-                  WHERE d.ahead < 2147483648
-                     OR NOT pg_visible_in_snapshot((m.xmax - (4294967296 - d.ahead))::text::xid8, s.snap)) LOOP
+    -- A 32-bit xid at or after the snapshot's xmax (within half the xid space)
+    -- has not completed as of the snapshot; one before it has completed unless
+    -- the snapshot lists it as running (compared in the low 32 bits, exact
+    -- within that window). All in bigint: no per-xid epoch arithmetic in numeric.
+    WHILE EXISTS (SELECT FROM (SELECT pg_snapshot_xmax(s.snap)::text::bigint % 4294967296 AS xmax,
+                                      ARRAY(SELECT r::text::bigint % 4294967296 FROM pg_snapshot_xip(s.snap) r) AS running
+                               FROM (SELECT pg_current_snapshot() AS snap) s) m,
+                              unnest(xids) AS x(xid)
+                  WHERE ((x.xid - m.xmax) % 4294967296 + 4294967296) % 4294967296 < 2147483648
+                     OR x.xid = ANY (m.running)) LOOP
         IF clock_timestamp() > deadline THEN
             RAISE EXCEPTION 'synchro: decoded source transactions are still not visible after %', timeout
                 USING ERRCODE = 'serialization_failure';

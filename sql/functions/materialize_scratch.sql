@@ -2,7 +2,7 @@
 -- scratch tables that synchro.materialize_transaction parses a batch into and
 -- synchro.materialize_segment evaluates a segment of source transactions in. seq
 -- numbers the batch's transactions in commit order. The empty table
--- synchro_seg_layout_5 marks the current layout: a session holding an older one
+-- synchro_seg_layout_6 marks the current layout: a session holding an older one
 -- (a function bundle installed while it was open) drops it and creates this one.
 -- A session that has not touched temporary tables yet gets 8MB of temporary
 -- buffers whatever the server's temp_buffers: every commit truncates the scratch
@@ -17,7 +17,7 @@ AS $$
 DECLARE
     old regclass;
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_layout_5') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_6') IS NOT NULL THEN
         RETURN;
     END IF;
     BEGIN
@@ -29,7 +29,7 @@ BEGIN
                WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r' AND c.relname LIKE 'synchro\_seg\_%' LOOP
         EXECUTE format('DROP TABLE %s', old);
     END LOOP;
-    CREATE TEMP TABLE synchro_seg_layout_5 ();
+    CREATE TEMP TABLE synchro_seg_layout_6 ();
     -- The batch's new transactions.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
@@ -60,10 +60,11 @@ BEGIN
         seq integer, table_id integer, key text, scope text, version text, checksum bigint
     ) ON COMMIT DELETE ROWS;
     CREATE INDEX ON synchro_seg_prev (seq, table_id, key, scope);
-    -- Net membership change per (transaction, scope, row); delta is the checksum change.
+    -- Net membership change per (transaction, scope, row); delta is the checksum
+    -- change modulo 2^32, as a signed 32-bit residue.
     CREATE TEMP TABLE synchro_seg_diff (
         seq integer, commit_lsn pg_lsn, scope text, table_id integer, key text, key_num numeric,
-        event_ordinal integer, op text, version text, joined boolean, left_scope boolean, delta bigint
+        event_ordinal integer, op text, version text, joined boolean, left_scope boolean, delta integer
     ) ON COMMIT DELETE ROWS;
 END
 $$;

@@ -182,14 +182,14 @@ BEGIN
     -- Net membership change per (transaction, scope, row).
     INSERT INTO synchro_seg_diff (seq, commit_lsn, scope, table_id, key, key_num, event_ordinal, op, version, joined, left_scope, delta)
     SELECT i.seq, i.commit_lsn, sc.scope, i.table_id, i.key, i.key_num, i.event_ordinal, 'upsert', i.version,
-           o.scope IS NULL, false, i.checksum - coalesce(o.checksum, 0)
+           o.scope IS NULL, false, ((i.checksum - coalesce(o.checksum, 0)) + 6442450944) % 4294967296 - 2147483648
     FROM synchro_seg_scope sc
     JOIN synchro_seg_impact i ON i.seq = sc.seq AND i.table_id = sc.table_id AND i.key = sc.key
     LEFT JOIN synchro_seg_prev o ON o.seq = sc.seq AND o.table_id = sc.table_id AND o.key = sc.key AND o.scope = sc.scope
     WHERE o.scope IS NULL OR o.version IS DISTINCT FROM i.version
     UNION ALL
     SELECT i.seq, i.commit_lsn, o.scope, i.table_id, i.key, i.key_num, i.event_ordinal, 'delete', NULL,
-           false, true, -o.checksum
+           false, true, (6442450944 - o.checksum) % 4294967296 - 2147483648
     FROM synchro_seg_prev o
     JOIN synchro_seg_impact i ON i.seq = o.seq AND i.table_id = o.table_id AND i.key = o.key
     WHERE NOT EXISTS (SELECT FROM synchro_seg_scope sc
@@ -224,12 +224,14 @@ BEGIN
     -- Scope digests after each transaction that changed the scope, from each
     -- scope's digest before the segment (looked up once per scope: OFFSET 0
     -- keeps the planner from joining first and looking up once per row).
+    -- Checksum changes are summed as signed 32-bit residues (integers sum into a
+    -- bigint; bigints would sum into numeric).
     INSERT INTO synchro.scope_digest (stream_generation, scope, commit_lsn, digest, row_count)
     SELECT gen, d.scope, d.commit_lsn,
-           (((coalesce(prev.digest, 0) + sum(d.delta) OVER w) % 4294967296) + 4294967296) % 4294967296,
+           ((coalesce(prev.digest, 0) + sum(d.delta) OVER w) % 4294967296 + 4294967296) % 4294967296,
            coalesce(prev.row_count, 0) + sum(d.members) OVER w
-    FROM (SELECT d.seq, d.commit_lsn, d.scope, sum(d.delta) AS delta,
-                 count(*) FILTER (WHERE d.joined) - count(*) FILTER (WHERE d.left_scope) AS members
+    FROM (SELECT d.seq, d.commit_lsn, d.scope, ((sum(d.delta) % 4294967296 + 6442450944) % 4294967296 - 2147483648)::integer AS delta,
+                 (count(*) FILTER (WHERE d.joined) - count(*) FILTER (WHERE d.left_scope))::integer AS members
           FROM synchro_seg_diff d GROUP BY d.scope, d.seq, d.commit_lsn) d
     JOIN (SELECT s.scope, sd.digest, sd.row_count
           FROM (SELECT DISTINCT d.scope FROM synchro_seg_diff d) s
