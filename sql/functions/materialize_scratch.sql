@@ -2,8 +2,16 @@
 -- scratch tables that synchro.materialize_transaction parses a batch into and
 -- synchro.materialize_segment evaluates a segment of source transactions in. seq
 -- numbers the batch's transactions in commit order. The empty table
--- synchro_seg_layout_6 marks the current layout: a session holding an older one
+-- synchro_seg_layout_7 marks the current layout: a session holding an older one
 -- (a function bundle installed while it was open) drops it and creates this one.
+-- The tables have no indexes: PostgreSQL empties an indexed temporary table at
+-- commit by rebuilding its indexes, which invalidates every cached plan that
+-- reads it, and the statements over them would be planned again for every batch
+-- (about 5 ms). Without indexes a plan cached for one batch serves the next,
+-- whatever their sizes, only if it never joins two of them on several columns
+-- (the planner, without statistics, estimates such a join at one row and would
+-- rescan a table per row): what a later statement needs of a row is carried
+-- along, and scope changes are found by grouping.
 -- A session that has not touched temporary tables yet gets 8MB of temporary
 -- buffers whatever the server's temp_buffers: every commit truncates the scratch
 -- tables, and each truncation scans all of the session's temporary buffers (64MB
@@ -17,7 +25,7 @@ AS $$
 DECLARE
     old regclass;
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_layout_6') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_7') IS NOT NULL THEN
         RETURN;
     END IF;
     BEGIN
@@ -29,7 +37,7 @@ BEGIN
                WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r' AND c.relname LIKE 'synchro\_seg\_%' LOOP
         EXECUTE format('DROP TABLE %s', old);
     END LOOP;
-    CREATE TEMP TABLE synchro_seg_layout_6 ();
+    CREATE TEMP TABLE synchro_seg_layout_7 ();
     -- The batch's new transactions.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
@@ -44,22 +52,27 @@ BEGIN
     -- row's projection tuple before the segment, last marks its last change.
     CREATE TEMP TABLE synchro_seg_change (
         seq integer, commit_lsn pg_lsn, relation_id bigint, key text, old_image jsonb, new_image jsonb,
-        event_ordinal integer, version text, tid tid, last boolean, PRIMARY KEY (seq, relation_id, key)
+        event_ordinal integer, version text, tid tid, last boolean
     ) ON COMMIT DELETE ROWS;
     -- Synced rows whose membership is evaluated after each transaction; fresh
-    -- marks a row with no projection before the segment (so no version or scope).
+    -- marks a row with no projection before the segment (so no version or scope);
+    -- prev_seq and next_* name the row's previous and next change in the segment.
     CREATE TEMP TABLE synchro_seg_impact (
         seq integer, commit_lsn pg_lsn, table_id integer, key text, key_num numeric, event_ordinal integer,
         own boolean, version text, image jsonb, wire jsonb, checksum bigint, prev_seq integer, fresh boolean,
-        PRIMARY KEY (table_id, key, seq)
+        next_seq integer, next_commit_lsn pg_lsn, next_event_ordinal integer
     ) ON COMMIT DELETE ROWS;
-    -- Their scopes after the transaction, and before it.
-    CREATE TEMP TABLE synchro_seg_scope (seq integer, table_id integer, key text, scope text) ON COMMIT DELETE ROWS;
-    CREATE INDEX ON synchro_seg_scope (seq, table_id, key);
+    -- Their scopes after the transaction (with the change's position, version and
+    -- checksum, and its next change), and before it (with the previous version and
+    -- checksum, and the change's position).
+    CREATE TEMP TABLE synchro_seg_scope (
+        seq integer, table_id integer, key text, scope text, commit_lsn pg_lsn, key_num numeric, event_ordinal integer,
+        version text, checksum bigint, next_seq integer, next_commit_lsn pg_lsn, next_event_ordinal integer
+    ) ON COMMIT DELETE ROWS;
     CREATE TEMP TABLE synchro_seg_prev (
-        seq integer, table_id integer, key text, scope text, version text, checksum bigint
+        seq integer, table_id integer, key text, scope text, version text, checksum bigint,
+        commit_lsn pg_lsn, key_num numeric, event_ordinal integer
     ) ON COMMIT DELETE ROWS;
-    CREATE INDEX ON synchro_seg_prev (seq, table_id, key, scope);
     -- Net membership change per (transaction, scope, row); delta is the checksum
     -- change modulo 2^32, as a signed 32-bit residue.
     CREATE TEMP TABLE synchro_seg_diff (

@@ -105,17 +105,20 @@ BEGIN
     -- Impacted synced rows: their own changes, then rows that rules reading a
     -- changed relation point at (only in single-transaction segments).
     -- A changed row's wire image (synced columns only) and its checksum.
-    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own, version, image, wire, checksum, prev_seq, fresh)
+    INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own, version, image, wire, checksum,
+                                    prev_seq, fresh, next_seq, next_commit_lsn, next_event_ordinal)
     WITH t AS MATERIALIZED (
         SELECT t.table_id, t.relation_id, r.key_type,
                ARRAY(SELECT unnest(r.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS unsynced
         FROM synchro.synced_table t JOIN synchro.relation r ON r.relation_id = t.relation_id)
     SELECT c.seq, c.commit_lsn, t.table_id, c.key, CASE WHEN t.key_type <> 'string' THEN c.key::numeric END,
            c.event_ordinal, true, c.version, c.new_image, w.wire, synchro.row_checksum(t.table_id, c.key, w.wire),
-           lag(c.seq) OVER (PARTITION BY t.table_id, c.key ORDER BY c.seq), c.tid IS NULL
+           lag(c.seq) OVER row_changes, c.tid IS NULL, lead(c.seq) OVER row_changes, lead(c.commit_lsn) OVER row_changes,
+           lead(c.event_ordinal) OVER row_changes
     FROM synchro_seg_change c
     JOIN t ON t.relation_id = c.relation_id
-    CROSS JOIN LATERAL (SELECT c.new_image - t.unsynced AS wire) w;
+    CROSS JOIN LATERAL (SELECT c.new_image - t.unsynced AS wire) w
+    WINDOW row_changes AS (PARTITION BY t.table_id, c.key ORDER BY c.seq);
 
     IF reads THEN
         INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own)
@@ -125,9 +128,20 @@ BEGIN
         JOIN synchro.synced_table t ON t.table_id = rr.table_id
         JOIN synchro.relation r ON r.relation_id = t.relation_id
         CROSS JOIN LATERAL synchro.impacted_keys(rr.table_id, c.relation_id, c.key, c.old_image, c.new_image) k
-        GROUP BY c.seq, c.commit_lsn, rr.table_id, k, r.key_type
-        ON CONFLICT (table_id, key, seq) DO UPDATE
-            SET event_ordinal = greatest(synchro_seg_impact.event_ordinal, EXCLUDED.event_ordinal);
+        GROUP BY c.seq, c.commit_lsn, rr.table_id, k, r.key_type;
+        -- A row the transaction both changed and points a rule at keeps its own
+        -- entry, at the later of the two ordinals.
+        UPDATE synchro_seg_impact i SET event_ordinal = m.ordinal
+        FROM (SELECT x.tid, x.ordinal
+              FROM (SELECT a.ctid AS tid, a.own, a.event_ordinal, max(a.event_ordinal) OVER (PARTITION BY a.table_id, a.key, a.seq) AS ordinal
+                    FROM synchro_seg_impact a) x
+              WHERE x.own AND x.ordinal > x.event_ordinal) m
+        WHERE i.ctid = m.tid;
+        DELETE FROM synchro_seg_impact i
+        WHERE i.ctid = ANY (ARRAY(SELECT x.tid
+                                  FROM (SELECT a.ctid AS tid, a.own, bool_or(a.own) OVER (PARTITION BY a.table_id, a.key, a.seq) AS owned
+                                        FROM synchro_seg_impact a) x
+                                  WHERE x.owned AND NOT x.own));
 
         UPDATE synchro_seg_impact i
         SET image = (SELECT p.image FROM synchro.projection p JOIN synchro.synced_table t ON t.relation_id = p.relation_id
@@ -146,8 +160,10 @@ BEGIN
     WHERE i.own;
 
     -- Scopes after each transaction.
-    INSERT INTO synchro_seg_scope (seq, table_id, key, scope)
-    SELECT i.seq, i.table_id, i.key, s
+    INSERT INTO synchro_seg_scope (seq, table_id, key, scope, commit_lsn, key_num, event_ordinal, version, checksum,
+                                   next_seq, next_commit_lsn, next_event_ordinal)
+    SELECT i.seq, i.table_id, i.key, s, i.commit_lsn, i.key_num, i.event_ordinal, i.version, i.checksum,
+           i.next_seq, i.next_commit_lsn, i.next_event_ordinal
     FROM synchro_seg_impact i
     JOIN synchro.synced_table t ON t.table_id = i.table_id
     CROSS JOIN LATERAL synchro.scopes_of(t.scope_rule, i.key, i.image, false) s
@@ -158,8 +174,8 @@ BEGIN
     -- else the scopes its previous change in the segment left.
     prev_rows := 0;
     IF projected OR repeated OR reads THEN
-        INSERT INTO synchro_seg_prev (seq, table_id, key, scope, version, checksum)
-        SELECT i.seq, i.table_id, i.key, m.scope, s.version, s.checksum
+        INSERT INTO synchro_seg_prev (seq, table_id, key, scope, version, checksum, commit_lsn, key_num, event_ordinal)
+        SELECT i.seq, i.table_id, i.key, m.scope, s.version, s.checksum, i.commit_lsn, i.key_num, i.event_ordinal
         FROM synchro_seg_impact i
         JOIN LATERAL (SELECT m.scope FROM synchro.membership m
                       WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL
@@ -169,31 +185,34 @@ BEGIN
                       ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
         WHERE i.prev_seq IS NULL AND i.fresh IS NOT TRUE
         UNION ALL
-        SELECT i.seq, i.table_id, i.key, sc.scope, p.version, p.checksum
-        FROM synchro_seg_impact i
-        JOIN LATERAL (SELECT p.version, p.checksum FROM synchro_seg_impact p
-                      WHERE p.seq = i.prev_seq AND p.table_id = i.table_id AND p.key = i.key OFFSET 0) p ON true
-        JOIN LATERAL (SELECT sc.scope FROM synchro_seg_scope sc
-                      WHERE sc.seq = i.prev_seq AND sc.table_id = i.table_id AND sc.key = i.key OFFSET 0) sc ON true
-        WHERE i.prev_seq IS NOT NULL;
+        SELECT sc.next_seq, sc.table_id, sc.key, sc.scope, sc.version, sc.checksum, sc.next_commit_lsn, sc.key_num,
+               sc.next_event_ordinal
+        FROM synchro_seg_scope sc
+        WHERE sc.next_seq IS NOT NULL;
         GET DIAGNOSTICS prev_rows = ROW_COUNT;
     END IF;
 
-    -- Net membership change per (transaction, scope, row).
+    -- Net membership change per (transaction, scope, row): a scope the row is in
+    -- after the transaction gets an upsert unless the row was in it at the same
+    -- version; a scope it was in before and is not after gets a delete. delta is
+    -- the checksum change, as a signed 32-bit residue.
     INSERT INTO synchro_seg_diff (seq, commit_lsn, scope, table_id, key, key_num, event_ordinal, op, version, joined, left_scope, delta)
-    SELECT i.seq, i.commit_lsn, sc.scope, i.table_id, i.key, i.key_num, i.event_ordinal, 'upsert', i.version,
-           o.scope IS NULL, false, ((i.checksum - coalesce(o.checksum, 0)) + 6442450944) % 4294967296 - 2147483648
-    FROM synchro_seg_scope sc
-    JOIN synchro_seg_impact i ON i.seq = sc.seq AND i.table_id = sc.table_id AND i.key = sc.key
-    LEFT JOIN synchro_seg_prev o ON o.seq = sc.seq AND o.table_id = sc.table_id AND o.key = sc.key AND o.scope = sc.scope
-    WHERE o.scope IS NULL OR o.version IS DISTINCT FROM i.version
-    UNION ALL
-    SELECT i.seq, i.commit_lsn, o.scope, i.table_id, i.key, i.key_num, i.event_ordinal, 'delete', NULL,
-           false, true, (6442450944 - o.checksum) % 4294967296 - 2147483648
-    FROM synchro_seg_prev o
-    JOIN synchro_seg_impact i ON i.seq = o.seq AND i.table_id = o.table_id AND i.key = o.key
-    WHERE NOT EXISTS (SELECT FROM synchro_seg_scope sc
-                      WHERE sc.seq = o.seq AND sc.table_id = o.table_id AND sc.key = o.key AND sc.scope = o.scope);
+    SELECT g.seq, g.commit_lsn, g.scope, g.table_id, g.key, g.key_num, g.event_ordinal,
+           CASE WHEN g.now_in THEN 'upsert' ELSE 'delete' END, g.new_version, g.now_in AND NOT g.was_in,
+           g.was_in AND NOT g.now_in,
+           (coalesce(g.new_checksum, 0) - coalesce(g.old_checksum, 0) + 6442450944) % 4294967296 - 2147483648
+    FROM (SELECT s.seq, s.table_id, s.key, s.scope, max(s.commit_lsn) AS commit_lsn, max(s.key_num) AS key_num,
+                 max(s.event_ordinal) AS event_ordinal, bool_or(s.after) AS now_in, bool_or(NOT s.after) AS was_in,
+                 max(s.version) FILTER (WHERE s.after) AS new_version, max(s.version) FILTER (WHERE NOT s.after) AS old_version,
+                 max(s.checksum) FILTER (WHERE s.after) AS new_checksum, max(s.checksum) FILTER (WHERE NOT s.after) AS old_checksum
+          FROM (SELECT sc.seq, sc.table_id, sc.key, sc.scope, sc.commit_lsn, sc.key_num, sc.event_ordinal, true AS after,
+                       sc.version, sc.checksum
+                FROM synchro_seg_scope sc
+                UNION ALL
+                SELECT o.seq, o.table_id, o.key, o.scope, o.commit_lsn, o.key_num, o.event_ordinal, false, o.version, o.checksum
+                FROM synchro_seg_prev o) s
+          GROUP BY s.seq, s.table_id, s.key, s.scope) g
+    WHERE g.now_in <> g.was_in OR g.new_version IS DISTINCT FROM g.old_version;
 
     INSERT INTO synchro.effect (stream_generation, scope, commit_lsn, event_ordinal, effect_ordinal, table_id, key, op, version)
     SELECT gen, d.scope, d.commit_lsn, d.event_ordinal,
