@@ -777,7 +777,7 @@ func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
 	}
 	// Simulate an older layout: another marker and an older shape of one table.
 	if _, err := conn.Exec(ctx, `
-		DROP TABLE pg_temp.synchro_seg_layout_7, pg_temp.synchro_seg_event;
+		DROP TABLE pg_temp.synchro_seg_layout_8, pg_temp.synchro_seg_event;
 		CREATE TEMP TABLE synchro_seg_layout_2 ();
 		CREATE TEMP TABLE synchro_seg_event (stale integer);
 		SELECT synchro.materialize_scratch()`); err != nil {

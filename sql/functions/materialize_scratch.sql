@@ -2,7 +2,7 @@
 -- scratch tables that synchro.materialize_transaction parses a batch into and
 -- synchro.materialize_segment evaluates a segment of source transactions in. seq
 -- numbers the batch's transactions in commit order. The empty table
--- synchro_seg_layout_7 marks the current layout: a session holding an older one
+-- synchro_seg_layout_8 marks the current layout: a session holding an older one
 -- (a function bundle installed while it was open) drops it and creates this one.
 -- The tables have no indexes: PostgreSQL empties an indexed temporary table at
 -- commit by rebuilding its indexes, which invalidates every cached plan that
@@ -24,8 +24,9 @@ SET search_path = pg_catalog
 AS $$
 DECLARE
     old regclass;
+    plain regclass;
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_layout_7') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_8') IS NOT NULL THEN
         RETURN;
     END IF;
     BEGIN
@@ -37,7 +38,7 @@ BEGIN
                WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r' AND c.relname LIKE 'synchro\_seg\_%' LOOP
         EXECUTE format('DROP TABLE %s', old);
     END LOOP;
-    CREATE TEMP TABLE synchro_seg_layout_7 ();
+    CREATE TEMP TABLE synchro_seg_layout_8 ();
     -- The batch's new transactions.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
@@ -64,20 +65,31 @@ BEGIN
     ) ON COMMIT DELETE ROWS;
     -- Their scopes after the transaction (with the change's position, version and
     -- checksum, and its next change), and before it (with the previous version and
-    -- checksum, and the change's position).
+    -- checksum, and the change's position); then the net membership change per
+    -- (transaction, scope, row), where delta is the checksum change modulo 2^32 as
+    -- a signed 32-bit residue.
+    -- These rows hold keys, scopes and versions only, each within the btree entry
+    -- limit (about 2.7kB) of the tables they come from or go to, so their tables
+    -- need no TOAST table; without one, emptying a table at commit truncates one
+    -- file instead of also rebuilding a TOAST index (about 0.4 ms a table, every
+    -- batch). PostgreSQL 15 creates a TOAST table unless every variable-length
+    -- column is PLAIN, which only ALTER TABLE sets: the fixed-width columns are
+    -- created first and the others added PLAIN.
     CREATE TEMP TABLE synchro_seg_scope (
-        seq integer, table_id integer, key text, scope text, commit_lsn pg_lsn, key_num numeric, event_ordinal integer,
-        version text, checksum bigint, next_seq integer, next_commit_lsn pg_lsn, next_event_ordinal integer
+        seq integer, table_id integer, commit_lsn pg_lsn, event_ordinal integer, checksum bigint,
+        next_seq integer, next_commit_lsn pg_lsn, next_event_ordinal integer
     ) ON COMMIT DELETE ROWS;
     CREATE TEMP TABLE synchro_seg_prev (
-        seq integer, table_id integer, key text, scope text, version text, checksum bigint,
-        commit_lsn pg_lsn, key_num numeric, event_ordinal integer
+        seq integer, table_id integer, checksum bigint, commit_lsn pg_lsn, event_ordinal integer
     ) ON COMMIT DELETE ROWS;
-    -- Net membership change per (transaction, scope, row); delta is the checksum
-    -- change modulo 2^32, as a signed 32-bit residue.
     CREATE TEMP TABLE synchro_seg_diff (
-        seq integer, commit_lsn pg_lsn, scope text, table_id integer, key text, key_num numeric,
-        event_ordinal integer, op text, version text, joined boolean, left_scope boolean, delta integer
+        seq integer, commit_lsn pg_lsn, table_id integer, event_ordinal integer, upsert boolean, joined boolean,
+        left_scope boolean, delta integer
     ) ON COMMIT DELETE ROWS;
+    FOR plain IN VALUES ('synchro_seg_scope'::regclass), ('synchro_seg_prev'), ('synchro_seg_diff') LOOP
+        EXECUTE format('ALTER TABLE %s ADD key text, ADD key_num numeric, ADD scope text, ADD version text,
+                        ALTER key SET STORAGE PLAIN, ALTER key_num SET STORAGE PLAIN, ALTER scope SET STORAGE PLAIN,
+                        ALTER version SET STORAGE PLAIN', plain);
+    END LOOP;
 END
 $$;

@@ -196,9 +196,9 @@ BEGIN
     -- after the transaction gets an upsert unless the row was in it at the same
     -- version; a scope it was in before and is not after gets a delete. delta is
     -- the checksum change, as a signed 32-bit residue.
-    INSERT INTO synchro_seg_diff (seq, commit_lsn, scope, table_id, key, key_num, event_ordinal, op, version, joined, left_scope, delta)
+    INSERT INTO synchro_seg_diff (seq, commit_lsn, scope, table_id, key, key_num, event_ordinal, upsert, version, joined, left_scope, delta)
     SELECT g.seq, g.commit_lsn, g.scope, g.table_id, g.key, g.key_num, g.event_ordinal,
-           CASE WHEN g.now_in THEN 'upsert' ELSE 'delete' END, g.new_version, g.now_in AND NOT g.was_in,
+           g.now_in, g.new_version, g.now_in AND NOT g.was_in,
            g.was_in AND NOT g.now_in,
            (coalesce(g.new_checksum, 0) - coalesce(g.old_checksum, 0) + 6442450944) % 4294967296 - 2147483648
     FROM (SELECT s.seq, s.table_id, s.key, s.scope, max(s.commit_lsn) AS commit_lsn, max(s.key_num) AS key_num,
@@ -217,8 +217,8 @@ BEGIN
     INSERT INTO synchro.effect (stream_generation, scope, commit_lsn, event_ordinal, effect_ordinal, table_id, key, op, version)
     SELECT gen, d.scope, d.commit_lsn, d.event_ordinal,
            row_number() OVER (PARTITION BY d.seq, d.scope, d.event_ordinal
-                              ORDER BY d.table_id, d.key_num, d.key COLLATE "C", d.op = 'upsert') - 1,
-           d.table_id, d.key, d.op, d.version
+                              ORDER BY d.table_id, d.key_num, d.key COLLATE "C", d.upsert) - 1,
+           d.table_id, d.key, CASE WHEN d.upsert THEN 'upsert' ELSE 'delete' END, d.version
     FROM synchro_seg_diff d;
 
     -- Membership edges: a row's first change in the segment that leaves a scope
