@@ -800,6 +800,30 @@ func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
 	}
 }
 
+// TestMaterializeLongKeysAndScopes: keys and scopes as long as the membership
+// index allows (the scope and diff scratch tables keep them uncompressed, without
+// TOAST) materialize, move between scopes and leave them like short ones.
+func TestMaterializeLongKeysAndScopes(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.notes (id text PRIMARY KEY, owner text);
+		SELECT synchro.register_table('app.notes', '{"kind":"column","template":"user:{owner}"}')`)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	key, owner, other := strings.Repeat("k", 1000), strings.Repeat("o", 1000), strings.Repeat("p", 1000)
+	commitTxn(t, d, fmt.Sprintf(`INSERT INTO app.notes VALUES ('%s', '%s'), ('short', '%s')`, key, owner, owner))
+	commitTxn(t, d, fmt.Sprintf(`UPDATE app.notes SET owner = '%s' WHERE id = '%s'`, other, key))
+	waitMaterialized(t, d)
+	got := rowsOf(t, d, `SELECT length(scope), length(key), to_lsn IS NULL FROM synchro.membership ORDER BY 3, 2, 1`)
+	want := []string{"1005|1000|false", "1005|5|true", "1005|1000|true"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("membership edges (scope length, key length, open): %v, want %v", got, want)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.effect WHERE op = 'delete' AND length(key) = 1000`); n != 1 {
+		t.Fatalf("%d deletes of the long key from its old scope, want 1", n)
+	}
+	requireDigests(t, d)
+}
+
 // TestMaterializeReplayedTransactionIsNoOp: a batch that repeats a durable
 // transaction with all its events (as a replay from a slot behind the
 // acknowledgement could) creates nothing for it, while the new transaction
