@@ -330,3 +330,27 @@ func TestSameNameInTwoSchemasRegistersSeparately(t *testing.T) {
 		t.Fatalf("pairs do not keep the two identities apart: %+v", pairs)
 	}
 }
+
+// Fence IDs are canonical version 7 UUIDs whose first 48 bits are the
+// millisecond of the write, so that the fence_id index grows at its end.
+func TestFenceIDsAreTimeOrderedUUIDs(t *testing.T) {
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.docs (id text PRIMARY KEY, title text, owner_id text);
+		SELECT synchro.register_table('app.docs', '{"kind":"column","template":"user:{owner_id}"}')`)
+	before := queryInt(t, d, `SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint`)
+	d.Exec(t, `INSERT INTO app.docs VALUES ('d1', 'one', 'u1'), ('d2', 'two', 'u1')`)
+	d.Exec(t, `UPDATE app.docs SET title = 'uno' WHERE id = 'd1'`)
+	after := queryInt(t, d, `SELECT ceil(date_part('epoch', clock_timestamp()) * 1000)::bigint`)
+	got := rowsOf(t, d, `SELECT substr(f::text, 15, 1) || ' ' || (substr(f::text, 20, 1) IN ('8', '9', 'a', 'b'))::text || ' '
+			|| (('x' || lpad(replace(substr(f::text, 1, 13), '-', ''), 16, '0'))::bit(64)::bigint BETWEEN $1 AND $2)::text
+		FROM (SELECT fence_id AS f FROM synchro.fence) x`, before, after)
+	if len(got) != 3 {
+		t.Fatalf("want 3 fences, got %v", got)
+	}
+	for _, g := range got {
+		if g != "7 true true" {
+			t.Fatalf("fence_id (version, RFC 4122 variant, timestamp of the write) = %q, want \"7 true true\"", g)
+		}
+	}
+}
