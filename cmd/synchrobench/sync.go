@@ -207,11 +207,11 @@ func percentiles(samples []time.Duration) (p50, p99 float64) {
 // rebuild throughput of a 100,000-row scope and synchrod's peak memory, each
 // beside a same-run baseline of plain SQL.
 func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
-	url, pool, err := benchDB(ctx, adminURL, "bench_sync")
+	url, pool, drop, err := benchDB(ctx, adminURL, "bench_sync")
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
+	defer drop()
 	srv, err := startSynchrod(ctx, url, "synchro_bench_sync")
 	if err != nil {
 		return nil, err
