@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	maxHeartbeatAge := fs.Duration("max-heartbeat-age", 10*time.Second, "readiness: oldest fresh worker heartbeat (env SYNCHRO_MAX_HEARTBEAT_AGE)")
 	maxWALLag := fs.Int64("max-wal-lag-bytes", 1<<30, "readiness: largest WAL lag of the slot in bytes (env SYNCHRO_MAX_WAL_LAG_BYTES)")
 	maxCommitLag := fs.Duration("max-commit-lag", 60*time.Second, "readiness: largest capture commit lag (env SYNCHRO_MAX_COMMIT_LAG)")
-	batchDelay := fs.Duration("capture-batch-delay", 20*time.Millisecond, "longest a captured transaction waits for its materialization batch (env SYNCHRO_CAPTURE_BATCH_DELAY)")
+	batchDelay := fs.Duration("capture-batch-delay", wal.DefaultBatchMaxDelay, "longest a captured transaction waits for its materialization batch (env SYNCHRO_CAPTURE_BATCH_DELAY)")
 	batchTxns := fs.Int("capture-batch-txns", 2000, "most transactions per materialization batch (env SYNCHRO_CAPTURE_BATCH_TXNS)")
 	batchEvents := fs.Int("capture-batch-events", 10000, "most row events per materialization batch (env SYNCHRO_CAPTURE_BATCH_EVENTS)")
 	var authConfig auth.Config
