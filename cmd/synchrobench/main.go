@@ -434,9 +434,9 @@ func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row
 	watched := make(chan []progressSample, 1)
 	go func() { watched <- watchProgress(wctx, pool, 10*time.Millisecond) }()
 	const rate = 2000
-	progress("latency: offering %d tx/s for %ds (the first %s a warm-up)", rate, seconds+int(latencyWarmup.Seconds()), latencyWarmup)
-	tps, txLatency, err := pgbench(ctx, pgbin, url, insertScript(1, "bench.items"), seconds+int(latencyWarmup.Seconds()),
-		"--rate", strconv.Itoa(rate))
+	offered := seconds + int(latencyWarmup.Seconds())
+	progress("latency: offering %d tx/s for %ds (the first %s a warm-up)", rate, offered, latencyWarmup)
+	tps, txLatency, err := pgbench(ctx, pgbin, url, insertScript(1, "bench.items"), offered, "--rate", strconv.Itoa(rate))
 	if err != nil {
 		stopWatch()
 		return nil, err

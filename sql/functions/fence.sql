@@ -37,7 +37,7 @@ DECLARE
     -- at the end of the fence_id index instead of all over it: a random UUID
     -- costs every writing transaction a random index page, about 13 µs here.
     new_fence_id uuid := encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
-                            PLACING substring(int8send((date_part('epoch', clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6),
+                            PLACING substring(int8send(floor(date_part('epoch', clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6),
                             52, 1), 53, 1), 'hex')::uuid;
     -- Opaque and unique like the fence_id it is derived from.
     new_version text := md5(new_fence_id::text);
