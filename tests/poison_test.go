@@ -539,3 +539,31 @@ func TestPoisonBlocksIdleAcknowledgement(t *testing.T) {
 		t.Fatalf("processed boundary moved from %s to %s past a poison", before, after)
 	}
 }
+
+// TestPoisonRecordedWhileIdleWithholdsAcknowledgement: a poison transaction
+// recorded by another session while the worker streams idle (here one whose
+// retry is already requested, which does not block a new session) makes the
+// worker's idle acknowledgements refused: it acknowledges nothing and keeps
+// streaming instead of failing its session.
+func TestPoisonRecordedWhileIdleWithholdsAcknowledgement(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	cfg := workerConfig(d, "w1")
+	log := logTo(&cfg)
+	startStreaming(t, d, cfg)
+	waitState(t, d, "w1", "streaming")
+	d.Exec(t, `SELECT synchro.retry_poison(synchro.quarantine('0/10', '0/20', 1, 'injected', NULL, NULL))`)
+	before := queryText(t, d, `SELECT processed_end_lsn::text FROM synchro.progress`)
+	d.Exec(t, `CREATE TABLE app.noise (v text); INSERT INTO app.noise VALUES ('WAL to acknowledge')`)
+	waitFor(t, "an idle acknowledgement withheld", 30*time.Second, func() (bool, error) {
+		return strings.Contains(log.String(), "idle acknowledgement withheld"), nil
+	})
+	if strings.Contains(log.String(), "worker session failed") {
+		t.Fatalf("the refused idle acknowledgement failed the session:\n%s", log.String())
+	}
+	if after := queryText(t, d, `SELECT processed_end_lsn::text FROM synchro.progress`); after != before {
+		t.Fatalf("processed boundary moved from %s to %s past an unresolved poison", before, after)
+	}
+	waitState(t, d, "w1", "streaming")
+}

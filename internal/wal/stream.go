@@ -490,9 +490,6 @@ func (s *stream) idleAck(ctx context.Context) error {
 	if len(s.batch) > 0 || s.inflight != nil || s.asm.Open() != nil {
 		return nil
 	}
-	if blocked, err := s.w.poisonBlocks(ctx); err != nil || blocked {
-		return err
-	}
 	// A dropped registered relation: acknowledge nothing, but keep streaming, so
 	// that a decoded transaction carrying the drift (a recreated table added to
 	// the publication) is still quarantined with its identity; the next batch
@@ -505,7 +502,16 @@ func (s *stream) idleAck(ctx context.Context) error {
 	if err := s.checkSlot(ctx); err != nil {
 		return err
 	}
+	// record_processed refuses (55000) while any poison transaction is unresolved,
+	// also one recorded a moment ago by another session or waiting for its retry:
+	// then nothing is acknowledged and the stream goes on, as it does for a poison
+	// it has not reached.
 	if _, err := s.w.pool.Exec(ctx, `SELECT synchro.record_processed($1::pg_lsn)`, target.String()); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55000" {
+			s.w.cfg.Log.Debug("idle acknowledgement withheld: a poison transaction is unresolved", "worker", s.w.cfg.WorkerID)
+			return nil
+		}
 		return err
 	}
 	return s.acknowledge(ctx, target)
