@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Message prefixes emitted by sql/functions/fence.sql and
@@ -53,20 +55,15 @@ func (f Fence) Key() string {
 	return KeyText(f.NewKey)
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
 // ParseFence decodes and validates one fence message. Every field is required
 // as the registration kind and operation dictate; unknown fields are rejected.
 func ParseFence(b []byte) (Fence, error) {
-	var f Fence
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&f); err != nil {
-		return f, fmt.Errorf("fence message: %w", err)
-	}
-	if dec.More() {
-		return f, fmt.Errorf("fence message: trailing data")
+	f, ok := parseLayout(b)
+	if !ok {
+		var err error
+		if f, err = decodeFence(b); err != nil {
+			return f, err
+		}
 	}
 	switch {
 	case f.RelationID <= 0:
@@ -75,7 +72,7 @@ func ParseFence(b []byte) (Fence, error) {
 		return f, fmt.Errorf("fence message: incomplete relation identity")
 	case f.Version == "":
 		return f, fmt.Errorf("fence message: missing version")
-	case !uuidRE.MatchString(f.FenceID):
+	case !canonicalUUID(f.FenceID):
 		return f, fmt.Errorf("fence message: fence_id is not a canonical UUID")
 	case f.Ordinal <= 0:
 		return f, fmt.Errorf("fence message: ordinal must be positive")
@@ -93,13 +90,14 @@ func ParseFence(b []byte) (Fence, error) {
 		return f, fmt.Errorf("fence message: unknown registration_kind")
 	}
 	hasOld, hasNew := len(f.OldKey) > 0, len(f.NewKey) > 0
+	oldText, newText := KeyText(f.OldKey), KeyText(f.NewKey)
 	switch f.Op {
 	case "insert":
 		if hasOld || !hasNew {
 			return f, fmt.Errorf("fence message: insert needs new_key only")
 		}
 	case "update":
-		if !hasOld || !hasNew || KeyText(f.OldKey) != KeyText(f.NewKey) {
+		if !hasOld || !hasNew || oldText != newText {
 			return f, fmt.Errorf("fence message: update needs equal old_key and new_key")
 		}
 	case "delete":
@@ -109,29 +107,208 @@ func ParseFence(b []byte) (Fence, error) {
 	default:
 		return f, fmt.Errorf("fence message: unknown op")
 	}
-	for _, k := range []json.RawMessage{f.OldKey, f.NewKey} {
-		if len(k) > 0 && KeyText(k) == "" {
-			return f, fmt.Errorf("fence message: key is not a string or integer")
-		}
+	if hasOld && oldText == "" || hasNew && newText == "" {
+		return f, fmt.Errorf("fence message: key is not a string or integer")
 	}
 	return f, nil
+}
+
+// decodeFence decodes a fence message in any JSON layout with encoding/json:
+// one object (case-insensitive member names, the last of duplicate members
+// wins), no unknown members, nothing after it but whitespace.
+func decodeFence(b []byte) (Fence, error) {
+	var f Fence
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&f); err != nil {
+		return f, fmt.Errorf("fence message: %w", err)
+	}
+	if len(bytes.TrimSpace(b[dec.InputOffset():])) > 0 {
+		return f, fmt.Errorf("fence message: trailing data")
+	}
+	return f, nil
+}
+
+// parseLayout is the fast path for the one layout the fence trigger emits
+// (json_strip_nulls output: compact, members in json_build_object order,
+// strings without escapes, integers). It reports false for anything else,
+// which then goes through decodeFence. What it accepts, decodeFence decodes to
+// the same Fence (FuzzParseLayout checks this).
+func parseLayout(b []byte) (Fence, bool) {
+	var f Fence
+	p := layout{s: string(b), ok: true} // the strings below share this copy
+	f.RegistrationKind = p.str(`{"registration_kind":`)
+	f.RelationID = p.int(`,"relation_id":`, 64)
+	f.Relation.Schema = p.str(`,"relation":{"schema":`)
+	f.Relation.Name = p.str(`,"name":`)
+	f.Relation.OID = uint32(p.uint(`,"oid":`, 32))
+	f.Op = p.str(`},"op":`)
+	f.Version = p.str(`,"version":`)
+	f.FenceID = p.str(`,"fence_id":`)
+	f.Ordinal = p.int(`,"ordinal":`, 64)
+	if p.skip(`,"old_key":`) {
+		f.OldKey = p.key()
+	}
+	if p.skip(`,"new_key":`) {
+		f.NewKey = p.key()
+	}
+	if p.skip(`,"table_id":`) {
+		id := int32(p.int("", 32))
+		f.TableID = &id
+	}
+	p.expect("}")
+	return f, p.ok && p.i == len(p.s)
+}
+
+// layout reads a message left to right; ok turns false at the first byte that
+// does not fit, and every later read then does nothing.
+type layout struct {
+	s  string
+	i  int
+	ok bool
+}
+
+// skip consumes prefix if it comes next.
+func (p *layout) skip(prefix string) bool {
+	if p.ok && strings.HasPrefix(p.s[p.i:], prefix) {
+		p.i += len(prefix)
+		return true
+	}
+	return false
+}
+
+// expect consumes prefix, which must come next.
+func (p *layout) expect(prefix string) {
+	if !p.skip(prefix) {
+		p.ok = false
+	}
+}
+
+// str consumes prefix and a string that needs no unescaping, returning its content.
+func (p *layout) str(prefix string) string {
+	p.expect(prefix)
+	p.expect(`"`)
+	n := strings.IndexByte(p.s[p.i:], '"')
+	if !p.ok || n < 0 || !plain(p.s[p.i:p.i+n]) {
+		p.ok = false
+		return ""
+	}
+	s := p.s[p.i : p.i+n]
+	p.i += n + 1 // and the closing quote
+	return s
+}
+
+// num consumes prefix and a JSON integer, returning its text.
+func (p *layout) num(prefix string) string {
+	p.expect(prefix)
+	rest := p.s[p.i:]
+	n := 0
+	for n < len(rest) && (rest[n] == '-' || '0' <= rest[n] && rest[n] <= '9') {
+		n++
+	}
+	if !p.ok || !isInteger(rest[:n]) {
+		p.ok = false
+		return ""
+	}
+	p.i += n
+	return rest[:n]
+}
+
+// int and uint consume prefix and an integer that encoding/json would store in
+// a signed or unsigned field of that many bits.
+func (p *layout) int(prefix string, bits int) int64 {
+	n, err := strconv.ParseInt(p.num(prefix), 10, bits)
+	if err != nil {
+		p.ok = false
+	}
+	return n
+}
+
+func (p *layout) uint(prefix string, bits int) uint64 {
+	n, err := strconv.ParseUint(p.num(prefix), 10, bits)
+	if err != nil {
+		p.ok = false
+	}
+	return n
+}
+
+// key consumes a string or integer key, returning a copy of its JSON text.
+func (p *layout) key() json.RawMessage {
+	start := p.i
+	if strings.HasPrefix(p.s[p.i:], `"`) {
+		p.str("")
+	} else {
+		p.num("")
+	}
+	return json.RawMessage(p.s[start:p.i])
+}
+
+// plain reports whether JSON string content s decodes to itself: no quote,
+// backslash or control character, and valid UTF-8 (encoding/json replaces
+// invalid bytes).
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < ' ' {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
+}
+
+// isInteger reports whether s is a JSON number without fraction or exponent.
+func isInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || s[0] == '0' && len(s) > 1 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalUUID reports whether s is a UUID in canonical lowercase text form,
+// 8-4-4-4-12 hex digits.
+func canonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // KeyText renders a JSON key (string or integer) as canonical text; "" when it
 // is neither.
 func KeyText(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err == nil {
-			return s
+	s := string(raw)
+	switch {
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && plain(s[1:len(s)-1]):
+		return s[1 : len(s)-1]
+	case len(s) > 0 && s[0] == '"':
+		// Escapes, or not one string at all.
+		var t string
+		if err := json.Unmarshal(raw, &t); err == nil {
+			return t
 		}
-		return ""
-	}
-	var n json.Number
-	if err := json.Unmarshal(raw, &n); err == nil {
-		if _, err := n.Int64(); err == nil {
-			return n.String()
+	case isInteger(s):
+		// As json.Number.Int64 would have it: an integer that fits in int64.
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return s
 		}
 	}
 	return ""
