@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -322,6 +323,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	}
 
 	progress("%d-row: raw decode %d tx in %s; materializing", width, rawTxns, rawDur.Round(time.Millisecond))
+	cpu := cpuWindow(ctx, pool, name)
 	t0 := time.Now()
 	stop = startWorker(url, pool)
 	// The progress row, not a count over the ledger: the wait must not load the
@@ -329,6 +331,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	err = waitFor(ctx, pool, `SELECT coalesce(materialized_end_lsn >= $1::pg_lsn, false) FROM synchro.progress`, lastEnd.String())
 	dur := time.Since(t0)
 	stop()
+	use := cpu()
 	progress("%d-row: materialized in %s", width, dur.Round(time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -338,20 +341,38 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	}
 	capTPS := float64(txns) / dur.Seconds()
 	rawTPS := float64(rawTxns) / rawDur.Seconds()
-	targetTx, targetRows := "", ""
+	targetTx, targetRows, targetRate := "", "", 10000.0
 	if width == 1 {
 		targetTx = ">= 10000"
 	} else {
-		targetRows = ">= 25000"
+		targetRows, targetRate = ">= 25000", 25000
 	}
-	return []row{
+	rows := []row{
 		{Name: fmt.Sprintf("pgbench fenced writes, %d-row tx, 2 clients", width), Value: tps, Unit: "tx/s",
 			Baseline: "plain INSERT, no fence", BaseVal: plainTPS},
 		{Name: fmt.Sprintf("capture throughput, %d-row tx (%d tx backlog)", width, txns), Value: capTPS, Unit: "tx/s",
 			Baseline: "raw pgoutput decode", BaseVal: rawTPS, Target: targetTx},
 		{Name: fmt.Sprintf("capture throughput, %d-row tx", width), Value: capTPS * float64(width), Unit: "rows/s",
 			Baseline: "pgbench write", BaseVal: tps * float64(width), Target: targetRows},
-	}, nil
+	}
+	return append(rows, cpuRows(width, use, txns*int64(width), targetRate)...), nil
+}
+
+// cpuRows reports where the capture's CPU time went, per captured row, beside
+// what the machine's cores allow per row at the target rate.
+func cpuRows(width int, use cpuUse, rows int64, targetRate float64) []row {
+	perRow := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(rows) }
+	name := func(what string) string { return fmt.Sprintf("capture CPU per row, %d-row tx: %s", width, what) }
+	out := []row{{Name: name("worker process (Go)"), Value: perRow(use.worker), Unit: "µs"}}
+	if !use.measuredProc {
+		return out // the cluster runs elsewhere: its processes are not in /proc
+	}
+	budget := float64(runtime.NumCPU()) * 1e6 / targetRate
+	return append(out,
+		row{Name: name("WAL sender"), Value: perRow(use.walSender), Unit: "µs"},
+		row{Name: name("materialization backends"), Value: perRow(use.backends), Unit: "µs"},
+		row{Name: name("all three"), Value: perRow(use.worker + use.walSender + use.backends), Unit: "µs",
+			Baseline: fmt.Sprintf("%d cores at the target rate", runtime.NumCPU()), BaseVal: budget})
 }
 
 // rawDecode streams a pgoutput slot to target with a bare pglogrepl reader that
