@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,9 @@ func TestWorkerRefusesSmallPool(t *testing.T) {
 // TestBacklogIsPipelined: transactions written while the worker was stopped are
 // a backlog even when no batch fills up. The WAL sender sends no keepalive while
 // it has WAL to send, so the worker materializes such batches while it receives
-// the next ones, and every transaction written is materialized.
+// the next ones, and every transaction written is materialized. While behind, the
+// worker logs its progress (transactions, rate, position, bytes behind) every
+// ProgressInterval, and once caught up, how long it took.
 func TestBacklogIsPipelined(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
@@ -93,6 +96,7 @@ func TestBacklogIsPipelined(t *testing.T) {
 	cfg := workerConfig(d, "w1")
 	// No batch can fill up: only the missing keepalives tell the backlog.
 	cfg.BatchMaxTxns, cfg.BatchMaxEvents, cfg.BatchMaxDelay = 1000000, 1000000, 20*time.Millisecond
+	cfg.ProgressInterval = time.Nanosecond // a progress line after every batch behind
 	log := logTo(&cfg)
 	startWorker(t, d, cfg)
 	waitMaterialized(t, d)
@@ -104,5 +108,19 @@ func TestBacklogIsPipelined(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "pipelined=true") {
 		t.Fatalf("no batch of the backlog was pipelined; worker log:\n%s", log.String())
+	}
+	// A live transaction after the backlog: its batch, if not the backlog's last
+	// one already, ends the catch-up.
+	commitTxn(t, d, `INSERT INTO app.docs VALUES (10001, 'u1')`)
+	waitMaterialized(t, d)
+	waitFor(t, "the caught-up log line", 10*time.Second, func() (bool, error) {
+		return strings.Contains(log.String(), `msg="capture caught up"`), nil
+	})
+	progress := regexp.MustCompile(`level=INFO msg="capture catching up" worker=w1 transactions=[1-9][0-9]* per_second=[0-9]+ position=[0-9A-F]+/[0-9A-F]+ behind_bytes=[0-9]+\n`)
+	if !progress.MatchString(log.String()) {
+		t.Fatalf("no progress line while catching up; worker log:\n%s", log.String())
+	}
+	if !regexp.MustCompile(`level=INFO msg="capture caught up" worker=w1 transactions=[1-9][0-9]* duration=[0-9.]+m?s\n`).MatchString(log.String()) {
+		t.Fatalf("no caught-up line with the transactions and duration; worker log:\n%s", log.String())
 	}
 }

@@ -47,6 +47,16 @@ type stream struct {
 	// waits for WAL, so none since a batch began means it had WAL to send all
 	// along: the worker is behind.
 	keepalive time.Time
+	catchUp   catchUp
+}
+
+// catchUp is a backlog being drained (batches materialized while the next is
+// received), for the progress log.
+type catchUp struct {
+	since   time.Time // the backlog's first batch began
+	txns    int       // transactions materialized since
+	logged  time.Time // the last progress line (zero: none yet)
+	logTxns int       // txns at the last progress line
 }
 
 func (s *stream) run(ctx context.Context) error {
@@ -327,12 +337,55 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", r.n, "pipelined", b.pipelined,
 		"prepare", b.prepped.Sub(b.started), "queued", r.began.Sub(b.prepped), "materialize", r.finished.Sub(r.began),
 		"acknowledge", time.Since(ackAt))
+	if r.n > 0 {
+		if err := s.reportCatchUp(ctx, b, r.n); err != nil {
+			return err
+		}
+	}
 	if r.failed != nil {
 		return s.quarantine(ctx, b.txns[r.n], r.failed.failure, r.failed.sqlstate)
 	}
 	if b.poison != nil {
 		return s.quarantine(ctx, b.poisonTxn, b.poison, "")
 	}
+	return nil
+}
+
+// reportCatchUp logs a backlog's progress: every ProgressInterval while
+// batches are materialized behind the WAL (pipelined), with the transactions
+// materialized since the last line, their rate, the position reached and how
+// far the server's WAL is ahead of it; and once, when a live batch follows a
+// backlog that was reported, how long catching up took.
+func (s *stream) reportCatchUp(ctx context.Context, b *inflight, n int) error {
+	w, c, now := s.w, &s.catchUp, time.Now()
+	if !b.pipelined {
+		if !c.logged.IsZero() {
+			w.cfg.Log.Info("capture caught up", "worker", w.cfg.WorkerID, "transactions", c.txns+n,
+				"duration", now.Sub(c.since).Round(time.Millisecond))
+		}
+		*c = catchUp{}
+		return nil
+	}
+	if c.since.IsZero() {
+		*c = catchUp{since: b.started}
+	}
+	c.txns += n
+	last := c.logged
+	if last.IsZero() {
+		last = c.since
+	}
+	if now.Sub(last) < w.cfg.ProgressInterval {
+		return nil
+	}
+	pos := b.prepared[n-1].EndLSN
+	var behind int64
+	if err := w.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, pos).Scan(&behind); err != nil {
+		return fmt.Errorf("read WAL position: %w", err)
+	}
+	done := c.txns - c.logTxns
+	w.cfg.Log.Info("capture catching up", "worker", w.cfg.WorkerID, "transactions", done,
+		"per_second", int(float64(done)/now.Sub(last).Seconds()), "position", pos, "behind_bytes", behind)
+	c.logged, c.logTxns = now, c.txns
 	return nil
 }
 

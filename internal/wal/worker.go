@@ -44,6 +44,7 @@ type Config struct {
 	IdleAckInterval   time.Duration // how often an idle stream acknowledges the flush position
 	HeartbeatInterval time.Duration
 	RetryInterval     time.Duration // pause before a new session after a failure or while blocked
+	ProgressInterval  time.Duration // how often a worker draining a backlog logs its progress
 
 	// Metrics, when set, records every materialized batch.
 	Metrics *metrics.Metrics
@@ -77,6 +78,9 @@ func (c *Config) defaults() {
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = 10 * time.Second
 	}
 	if c.RetryInterval <= 0 {
 		c.RetryInterval = time.Second
