@@ -311,8 +311,11 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xid) FROM synchro.fence`).Scan(&txns); err != nil {
 		return nil, err
 	}
+	// A transaction of its own ends the backlog, so that the raw read ends on a
+	// transaction whatever the server writes to the WAL after the load (a
+	// checkpoint, autovacuum): no transaction would end at the flush position.
 	var target string
-	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&target); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT pg_logical_emit_message(true, 'synchrobench', 'end')::text`).Scan(&target); err != nil {
 		return nil, err
 	}
 
@@ -408,7 +411,24 @@ func rawDecode(ctx context.Context, url, slot, target string) (int64, pglogrepl.
 			return 0, 0, 0, err
 		}
 		cd, ok := msg.(*pgproto3.CopyData)
-		if !ok || cd.Data[0] != pglogrepl.XLogDataByteID {
+		if !ok {
+			continue
+		}
+		if cd.Data[0] == pglogrepl.PrimaryKeepaliveMessageByteID {
+			// A keepalive that asks a reply needs one within wal_sender_timeout,
+			// or the server ends the stream.
+			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			if ka.ReplyRequested {
+				if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: last}); err != nil {
+					return 0, 0, 0, err
+				}
+			}
+			continue
+		}
+		if cd.Data[0] != pglogrepl.XLogDataByteID {
 			continue
 		}
 		xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
