@@ -85,7 +85,7 @@ func cpuWindow(ctx context.Context, pool *pgxpool.Pool, db string) func() cpuUse
 		poll(false)
 		close(done)
 		<-stopped
-		use := cpuUse{worker: selfCPU() - goStart}
+		use := cpuUse{worker: selfCPU() - goStart, measuredProc: len(procs) > 0}
 		for _, p := range procs {
 			d := time.Duration(p.last-p.first) * time.Second / clockTicks
 			if p.walSender {
@@ -93,7 +93,6 @@ func cpuWindow(ctx context.Context, pool *pgxpool.Pool, db string) func() cpuUse
 			} else {
 				use.backends += d
 			}
-			use.measuredProc = true
 		}
 		return use
 	}
