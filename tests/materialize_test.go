@@ -777,7 +777,7 @@ func TestMaterializeScratchReplacesOlderLayout(t *testing.T) {
 	}
 	// Simulate an older layout: another marker and an older shape of one table.
 	if _, err := conn.Exec(ctx, `
-		DROP TABLE pg_temp.synchro_seg_layout_8, pg_temp.synchro_seg_event;
+		DROP TABLE pg_temp.synchro_seg_layout_9, pg_temp.synchro_seg_event;
 		CREATE TEMP TABLE synchro_seg_layout_2 ();
 		CREATE TEMP TABLE synchro_seg_event (stale integer);
 		SELECT synchro.materialize_scratch()`); err != nil {
@@ -855,23 +855,22 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 	// images, then a new transaction whose fence is recorded by hand.
 	d.Exec(t, `INSERT INTO synchro.fence (fence_id, relation_id, op, key, version, dml_ordinal, xid)
 		SELECT '00000000-0000-0000-0000-0000000000f3', relation_id, 'insert', '3', 'v3', 1, xid FROM synchro.fence LIMIT 1`)
-	d.Exec(t, `SELECT synchro.materialize_transaction(jsonb_build_array(
+	d.Exec(t, `SELECT synchro.materialize_scratch();
+		INSERT INTO synchro_seg_event (seq, commit_lsn, o, r, k, op, img, partial, f, v)
+		SELECT 1, e.commit_lsn, e.event_ordinal, e.relation_id, e.key, e.op, pr.image, false, e.fence_id, e.version
+		FROM synchro.event_ledger e
+		JOIN synchro.projection pr ON pr.relation_id = e.relation_id AND pr.key = e.key
+		WHERE e.commit_lsn = '`+commitLSN+`'
+		UNION ALL
+		SELECT 2, 'FFFF/0', 0, r.relation_id, '3', 'insert', '{"id": 3, "owner": "a"}', false, '00000000-0000-0000-0000-0000000000f3', 'v3'
+		FROM synchro.relation r WHERE r.relation_id = (SELECT relation_id FROM synchro.fence LIMIT 1);
+		SELECT synchro.materialize_transaction(jsonb_build_array(
 		(SELECT jsonb_build_object('commit_lsn', l.commit_lsn, 'end_lsn', l.end_lsn, 'xid', l.xid, 'commit_time', l.commit_time,
-		        'event_count', l.event_count, 'registry_generation', p.registry_generation,
-		        'events', (SELECT jsonb_agg(jsonb_build_object('o', e.event_ordinal, 'r', e.relation_id, 'k', e.key, 'op', e.op,
-		                                                       'img', pr.image, 'partial', false, 'f', e.fence_id, 'v', e.version)
-		                            ORDER BY e.event_ordinal)
-		                   FROM synchro.event_ledger e
-		                   JOIN synchro.projection pr ON pr.relation_id = e.relation_id AND pr.key = e.key
-		                   WHERE e.commit_lsn = l.commit_lsn))
+		        'event_count', l.event_count, 'applied', l.applied_count, 'registry_generation', p.registry_generation)
 		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = '`+commitLSN+`'),
 		(SELECT jsonb_build_object('commit_lsn', 'FFFF/0', 'end_lsn', 'FFFF/10', 'xid', l.xid, 'commit_time', l.commit_time,
-		        'event_count', 1, 'registry_generation', p.registry_generation,
-		        'events', jsonb_build_array(jsonb_build_object('o', 0, 'r', r.relation_id, 'k', '3', 'op', 'insert',
-		                                                       'img', '{"id": 3, "owner": "a"}'::jsonb, 'partial', false,
-		                                                       'f', '00000000-0000-0000-0000-0000000000f3', 'v', 'v3')))
-		 FROM synchro.txn_ledger l, synchro.progress p, synchro.relation r
-		 WHERE l.commit_lsn = '`+commitLSN+`' AND r.relation_id = (SELECT relation_id FROM synchro.fence LIMIT 1))))`)
+		        'event_count', 1, 'applied', 1, 'registry_generation', p.registry_generation)
+		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = '`+commitLSN+`')))`)
 
 	after := state()
 	var added []string
@@ -911,9 +910,9 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 	before = state()
 	_, err := d.Pool.Exec(context.Background(), `SELECT synchro.materialize_transaction(jsonb_build_array(
 		jsonb_build_object('commit_lsn', '1/0', 'end_lsn', '1/10', 'xid', 3, 'commit_time', now(),
-		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb),
+		                   'event_count', 0, 'applied', 0, 'registry_generation', 1),
 		jsonb_build_object('commit_lsn', 'FFFF/100', 'end_lsn', 'FFFF/110', 'xid', 3, 'commit_time', now(),
-		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb)))`)
+		                   'event_count', 0, 'applied', 0, 'registry_generation', 1)))`)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "XX001" || !strings.Contains(pgErr.Message, "not durable") {
 		t.Fatalf("batch with a non-durable transaction behind the high-watermark: %v, want XX001", err)
@@ -926,13 +925,73 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 	// and changes nothing.
 	_, err = d.Pool.Exec(context.Background(), `SELECT synchro.materialize_transaction(jsonb_build_array(
 		jsonb_build_object('commit_lsn', 'FFFF/200', 'end_lsn', 'FFFF/210', 'xid', 3, 'commit_time', now(),
-		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb),
+		                   'event_count', 0, 'applied', 0, 'registry_generation', 1),
 		jsonb_build_object('commit_lsn', 'FFFF/100', 'end_lsn', 'FFFF/110', 'xid', 3, 'commit_time', now(),
-		                   'event_count', 0, 'registry_generation', 1, 'events', '[]'::jsonb)))`)
+		                   'event_count', 0, 'applied', 0, 'registry_generation', 1)))`)
 	if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, "commit order") {
 		t.Fatalf("batch out of commit order: %v, want 22023", err)
 	}
 	if after := state(); !slices.Equal(after, before) {
 		t.Fatalf("the refused batch changed durable state:\n%s\nwas:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
 	}
+
+	// The staged events must be exactly the ones the batch counts, each under its
+	// transaction's place and commit_lsn; a second batch in one database
+	// transaction is refused too. Each refused batch changes nothing.
+	const batch = `SELECT synchro.materialize_transaction(jsonb_build_array(
+		jsonb_build_object('commit_lsn', 'FFFF/300', 'end_lsn', 'FFFF/310', 'xid', 3, 'commit_time', now(),
+		                   'event_count', 1, 'applied', 1, 'registry_generation', 1)))`
+	const event = `INSERT INTO synchro_seg_event (seq, commit_lsn, o, r, k, op, img, partial, f, v)
+		SELECT %d, '%s', %d, relation_id, '4', 'insert', '{"id": 4, "owner": "a"}', false, gen_random_uuid(), 'v4'
+		FROM synchro.relation LIMIT 1;`
+	for _, tc := range []struct{ name, stage, message string }{
+		{"missing", ``, "staged events"},
+		{"extra", fmt.Sprintf(event, 1, "FFFF/300", 0) + fmt.Sprintf(event, 1, "FFFF/300", 1), "staged events"},
+		{"other_commit_lsn", fmt.Sprintf(event, 1, "FFFF/200", 0), "staged events"},
+		{"other_place", fmt.Sprintf(event, 1, "FFFF/300", 0) + fmt.Sprintf(event, 2, "FFFF/300", 1), "staged events"},
+		{"second_batch", strings.Replace(batch, "'applied', 1", "'applied', 0", 1) + ";", "one batch per database transaction"},
+	} {
+		_, err = d.Pool.Exec(context.Background(), `SELECT synchro.materialize_scratch();`+tc.stage+batch)
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, tc.message) {
+			t.Fatalf("%s: %v, want 22023 %q", tc.name, err, tc.message)
+		}
+		if after := state(); !slices.Equal(after, before) {
+			t.Fatalf("%s: the refused batch changed durable state:\n%s\nwas:\n%s", tc.name, strings.Join(after, "\n"), strings.Join(before, "\n"))
+		}
+	}
+}
+
+// TestMaterializeTransactionLargerThanOneValue: one source transaction whose row
+// images add up to more than one jsonb value can hold (256MB; about 280MB here:
+// 2,000 rows of 140kB, compressed on disk, whole in the WAL stream) materializes
+// like any other. Its events are copied into the materialization's scratch table
+// instead of travelling in one value, which failed with 54000 and blocked the
+// stream for good.
+func TestMaterializeTransactionLargerThanOneValue(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.big (id int PRIMARY KEY, body text, owner text);
+		SELECT synchro.register_table('app.big', '{"kind":"column","template":"user:{owner}"}')`)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	c := commitTxn(t, d, `INSERT INTO app.big SELECT g, repeat(chr(97 + g % 26), 140000), 'u' || g % 10 FROM generate_series(1, 2000) g`)
+	waitFor(t, "the large transaction materialized", 5*time.Minute, func() (bool, error) {
+		var done bool
+		err := d.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM synchro.txn_ledger WHERE xid = $1)
+			OR EXISTS (SELECT FROM synchro.poison_txn)`, c.xid).Scan(&done)
+		return done, err
+	})
+	if p := queryText(t, d, `SELECT coalesce(string_agg(failure_class || ' ' || coalesce(sqlstate, ''), ', '), '') FROM synchro.poison_txn`); p != "" {
+		t.Fatalf("the large transaction was quarantined: %s", p)
+	}
+	if _, _, events, applied := ledgerOf(t, d, c); events != 2000 || applied != 2000 {
+		t.Fatalf("ledger: %d events, %d applied, want 2000 and 2000", events, applied)
+	}
+	got := rowsOf(t, d, `SELECT (SELECT count(*) FROM synchro.projection WHERE length(image ->> 'body') = 140000),
+		(SELECT count(*) FROM synchro.row_version WHERE length(image ->> 'body') = 140000),
+		(SELECT count(*) FROM synchro.effect WHERE op = 'upsert'),
+		(SELECT count(*) FROM synchro.fence WHERE materialized_lsn IS NULL)`)
+	if !slices.Equal(got, []string{"2000|2000|2000|0"}) {
+		t.Fatalf("projections, versions, upserts with the whole body, unmaterialized fences: %v, want 2000|2000|2000|0", got)
+	}
+	requireDigests(t, d)
 }

@@ -5,30 +5,75 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/synchro-sync/synchro/internal/capture"
 )
 
-// batchTxn is one source transaction as synchro.materialize_transaction takes it.
+// batchTxn is one source transaction as synchro.materialize_transaction takes it;
+// its applicable events are staged apart (eventRows).
 type batchTxn struct {
 	CommitLSN          string       `json:"commit_lsn"`
 	EndLSN             string       `json:"end_lsn"`
 	Xid                uint32       `json:"xid"`
 	CommitTime         time.Time    `json:"commit_time"`
 	EventCount         int          `json:"event_count"`
+	Applied            int          `json:"applied"` // len(Events)
 	RegistryGeneration int64        `json:"registry_generation"`
-	Events             []batchEvent `json:"events"`
+	Events             []batchEvent `json:"-"`
 }
 
+// batchEvent is one applicable row event; Image is nil for a delete.
 type batchEvent struct {
-	Ordinal    int             `json:"o"`
-	RelationID int64           `json:"r"`
-	Key        string          `json:"k"`
-	Op         string          `json:"op"`
-	Image      json.RawMessage `json:"img"`
-	Partial    bool            `json:"partial"`
-	FenceID    string          `json:"f"`
-	Version    string          `json:"v"`
+	Ordinal    int
+	RelationID int64
+	Key        string
+	Op         string
+	Image      json.RawMessage
+	Partial    bool
+	FenceID    pgtype.UUID
+	Version    string
 }
+
+// eventColumns are the columns of the scratch table synchro_seg_event that a
+// batch's events are copied into, in the order of eventRows.Values.
+var eventColumns = []string{"seq", "commit_lsn", "o", "r", "k", "op", "img", "partial", "f", "v"}
+
+// eventRows is the pgx.CopyFromSource of a batch's events: seq is the
+// transaction's place in the batch from 1.
+type eventRows struct {
+	txns   []batchTxn
+	t, e   int   // the current row is txns[t].Events[e-1]
+	commit int64 // txns[t].CommitLSN: pgx has no pg_lsn type, and an int8 is sent as pg_lsn's binary form
+	err    error
+}
+
+func (r *eventRows) Next() bool {
+	for r.t < len(r.txns) {
+		if r.e < len(r.txns[r.t].Events) {
+			if r.e == 0 {
+				lsn, err := pglogrepl.ParseLSN(r.txns[r.t].CommitLSN)
+				if err != nil {
+					r.err = err
+					return false
+				}
+				r.commit = int64(lsn)
+			}
+			r.e++
+			return true
+		}
+		r.t, r.e = r.t+1, 0
+	}
+	return false
+}
+
+func (r *eventRows) Values() ([]any, error) {
+	ev := &r.txns[r.t].Events[r.e-1]
+	return []any{r.t + 1, r.commit, ev.Ordinal, ev.RelationID, ev.Key, ev.Op, ev.Image, ev.Partial, ev.FenceID, ev.Version}, nil
+}
+
+func (r *eventRows) Err() error { return r.err }
 
 // rowImages holds the latest image of each row among the transactions of one
 // batch, so that a partial image (unchanged TOAST values left out) completes over
@@ -93,7 +138,10 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 	for _, p := range pairs {
 		r, _ := reg.byID(p.Reg.RelationID)
 		ev := batchEvent{Ordinal: p.Event.Ordinal, RelationID: p.Reg.RelationID, Key: p.Key, Op: p.Event.Op,
-			FenceID: p.Fence.FenceID, Version: p.Fence.Version, Image: json.RawMessage("null")}
+			Version: p.Fence.Version}
+		if err := ev.FenceID.Scan(p.Fence.FenceID); err != nil {
+			return out, &capture.Failure{Class: capture.ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
+		}
 		id := rowID{p.Reg.RelationID, p.Key}
 		if p.Event.Op == "delete" {
 			delete(last, id)
@@ -122,5 +170,6 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 		}
 		out.Events = append(out.Events, ev)
 	}
+	out.Applied = len(out.Events)
 	return out, nil
 }

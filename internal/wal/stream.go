@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -240,8 +241,7 @@ func (s *stream) flush(ctx context.Context, pipelined bool) error {
 			// a no-op. It is not paired again, because the registry generation
 			// active before it is no longer known (its own activations moved it).
 			b.prepared = append(b.prepared, batchTxn{CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(),
-				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: s.prepActive,
-				Events: []batchEvent{}})
+				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: s.prepActive})
 			continue
 		}
 		if s.needsRegistry(txn) {
@@ -443,15 +443,30 @@ func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFai
 	return len(txns), nil, nil
 }
 
+// materializeCall materializes txns in one database transaction: their events
+// are copied into the session's scratch table, then one call materializes the
+// batch, which commits whole or not at all. No single value holds the events, so
+// a source transaction of any size fits.
 func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
 	body, err := json.Marshal(txns)
 	if err != nil {
 		return err
 	}
-	// One statement in its own implicit transaction (one round trip): the batch
-	// commits whole or not at all.
-	_, err = s.mat.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body)
-	return err
+	tx, err := s.mat.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit; after a failure the session's next statement reports the connection's state
+	if _, err := tx.Exec(ctx, `SELECT synchro.materialize_scratch()`); err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"synchro_seg_event"}, eventColumns, &eventRows{txns: txns}); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // poisonable tells a failure of the transaction itself from a passing one

@@ -1,9 +1,11 @@
 -- synchro.materialize_scratch: creates (once per session) the transaction-local
--- scratch tables that synchro.materialize_transaction parses a batch into and
--- synchro.materialize_segment evaluates a segment of source transactions in. seq
--- numbers the batch's transactions in commit order. The empty table
--- synchro_seg_layout_8 marks the current layout: a session holding an older one
--- (a function bundle installed while it was open) drops it and creates this one.
+-- scratch tables that a batch's events are staged in (synchro_seg_event, by the
+-- caller of synchro.materialize_transaction), that synchro.materialize_transaction
+-- parses the batch into and that synchro.materialize_segment evaluates a segment
+-- of source transactions in. seq numbers the batch's transactions in commit order
+-- from 1. The empty table synchro_seg_layout_9 marks the current layout: a
+-- session holding an older one (a function bundle installed while it was open)
+-- drops it and creates this one.
 -- The tables have no indexes: PostgreSQL empties an indexed temporary table at
 -- commit by rebuilding its indexes, which invalidates every cached plan that
 -- reads it, and the statements over them would be planned again for every batch
@@ -26,7 +28,7 @@ DECLARE
     old regclass;
     plain regclass;
 BEGIN
-    IF to_regclass('pg_temp.synchro_seg_layout_8') IS NOT NULL THEN
+    IF to_regclass('pg_temp.synchro_seg_layout_9') IS NOT NULL THEN
         RETURN;
     END IF;
     BEGIN
@@ -38,13 +40,14 @@ BEGIN
                WHERE c.relnamespace = pg_my_temp_schema() AND c.relkind = 'r' AND c.relname LIKE 'synchro\_seg\_%' LOOP
         EXECUTE format('DROP TABLE %s', old);
     END LOOP;
-    CREATE TEMP TABLE synchro_seg_layout_8 ();
-    -- The batch's new transactions.
+    CREATE TEMP TABLE synchro_seg_layout_9 ();
+    -- The batch's new transactions; applied is the number of their applicable events.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
-        registry_generation bigint
+        applied integer, registry_generation bigint
     ) ON COMMIT DELETE ROWS;
-    -- Every applicable event of the batch.
+    -- Every applicable event of the batch, staged by the caller (img is NULL for a
+    -- delete).
     CREATE TEMP TABLE synchro_seg_event (
         seq integer, commit_lsn pg_lsn, o integer, r bigint, k text, op text, img jsonb, partial boolean,
         f uuid, v text

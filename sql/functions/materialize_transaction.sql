@@ -1,7 +1,13 @@
 -- synchro.materialize_transaction: materializes a batch of whole committed source
 -- transactions in commit order, in the caller's one database transaction (ADR 001,
 -- "Transaction and event replay identity"):
---   * the batch is parsed once into the scratch tables (synchro.materialize_scratch);
+--   * the caller stages the batch's applicable events first, in the same database
+--     transaction, in the scratch table synchro_seg_event (made by
+--     synchro.materialize_scratch; the worker copies them in with COPY), so that
+--     no single value has to hold a whole batch: a source transaction of any size
+--     materializes. The batch lists its transactions and how many events each
+--     has staged; events missing, extra or staged under another transaction
+--     refuse the batch (22023), as does a second call in one database transaction;
 --   * every transaction enters the replay ledger under (stream_generation,
 --     commit_lsn), even when no event applies; an identity that is already durable
 --     replays as a no-op (no duplicate versions, edges or effects), and a
@@ -16,9 +22,11 @@
 --   * the progress row moves to the last transaction's end point and the
 --     processed boundary to its end_lsn.
 --
--- batch, in commit order: [{"commit_lsn","end_lsn","xid","commit_time","event_count","registry_generation",
---          "events":[{"o": ordinal, "r": relation_id, "k": key, "op", "img": image|null,
---                     "partial": bool, "f": fence_id, "v": version}]}]
+-- batch, in commit order: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}]
+-- staged events, one row per applicable event: synchro_seg_event (seq: the
+-- transaction's place in the batch from 1, commit_lsn: its commit_lsn, o: event
+-- ordinal, r: relation_id, k: key, op, img: row image (NULL for a delete),
+-- partial: image lacks unchanged TOAST values, f: fence_id, v: version)
 CREATE OR REPLACE FUNCTION synchro.materialize_transaction(batch jsonb)
 RETURNS void
 LANGUAGE plpgsql
@@ -41,22 +49,29 @@ BEGIN
 
     -- The batch, parsed once; seq numbers its transactions in the batch's order,
     -- which must be commit order.
-    DELETE FROM synchro_seg_txn;
-    DELETE FROM synchro_seg_event;
-    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation)
-    SELECT t.seq, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.registry_generation
+    IF EXISTS (SELECT FROM synchro_seg_txn) THEN
+        RAISE EXCEPTION 'synchro: one batch per database transaction: this one already materialized a batch'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, applied, registry_generation)
+    SELECT t.seq, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.applied, t.registry_generation
     FROM ROWS FROM (jsonb_to_recordset(batch) AS (commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz,
-                                                  event_count integer, registry_generation bigint))
-         WITH ORDINALITY AS t(commit_lsn, end_lsn, xid, commit_time, event_count, registry_generation, seq);
+                                                  event_count integer, applied integer, registry_generation bigint))
+         WITH ORDINALITY AS t(commit_lsn, end_lsn, xid, commit_time, event_count, applied, registry_generation, seq);
     IF EXISTS (SELECT FROM (SELECT t.commit_lsn <= lag(t.commit_lsn) OVER (ORDER BY t.seq) AS back FROM synchro_seg_txn t) x
                WHERE x.back) THEN
         RAISE EXCEPTION 'synchro: the batch does not list its transactions in commit order'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    INSERT INTO synchro_seg_event
-    SELECT b.seq, (b.txn ->> 'commit_lsn')::pg_lsn, e.*
-    FROM jsonb_array_elements(batch) WITH ORDINALITY AS b(txn, seq)
-    CROSS JOIN LATERAL jsonb_to_recordset(b.txn -> 'events') AS e(o integer, r bigint, k text, op text, img jsonb, partial boolean, f uuid, v text);
+    -- The staged events are exactly the ones the batch counts, each under its
+    -- transaction's place and commit_lsn.
+    IF EXISTS (SELECT FROM synchro_seg_txn t
+               FULL JOIN (SELECT e.seq, count(*) AS n, min(e.commit_lsn) AS lo, max(e.commit_lsn) AS hi
+                          FROM synchro_seg_event e GROUP BY e.seq) e ON e.seq = t.seq
+               WHERE coalesce(e.n, 0) IS DISTINCT FROM t.applied OR e.lo <> t.commit_lsn OR e.hi <> t.commit_lsn) THEN
+        RAISE EXCEPTION 'synchro: the staged events do not match the batch (missing, extra, or under another transaction)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     -- Replays: a transaction at or behind the high-watermark must already be in
     -- the ledger (durable) and is skipped; every later one is new. Replays thus
@@ -78,9 +93,8 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO synchro.txn_ledger (stream_generation, commit_lsn, end_lsn, xid, commit_time, event_count, applied_count)
-    SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, coalesce(a.n, 0)
-    FROM synchro_seg_txn t
-    LEFT JOIN (SELECT e.seq, count(*) AS n FROM synchro_seg_event e GROUP BY e.seq) a ON a.seq = t.seq;
+    SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.applied
+    FROM synchro_seg_txn t;
     PERFORM synchro.await_visible(ARRAY(SELECT t.xid FROM synchro_seg_txn t));
 
     -- Segments: a transaction that changes a relation some rule reads stands
