@@ -420,10 +420,19 @@ func TestDroppedRegisteredRelationBlocksCapture(t *testing.T) {
 		t.Fatalf("the recreated table has fence triggers")
 	}
 	later := commitTxn(t, d, `INSERT INTO app.other VALUES (2, 'SECRET-123')`)
-	waitBlocked(t, d, cfg.WorkerID, 300*time.Millisecond)
+	requireBlockedByCatalogDrift(t, d, cfg.WorkerID, log, later)
+}
+
+// requireBlockedByCatalogDrift asserts that capture blocked before the
+// transaction later (a fenced write) without a poison record: drift that no
+// decoded transaction shows (synchro.catalog_drift). Nothing from later on is
+// materialized, processed or acknowledged, and the log holds no row value.
+func requireBlockedByCatalogDrift(t *testing.T, d *testdb.DB, workerID string, log *lockedBuffer, later committed) {
+	t.Helper()
+	waitBlocked(t, d, workerID, 300*time.Millisecond)
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn IS NULL`,
 		later.fences); n != int64(len(later.fences)) || n == 0 {
-		t.Fatalf("capture went on past the dropped registered relation")
+		t.Fatalf("capture went on past the drifted registered relation")
 	}
 	if !queryBool(t, d, `SELECT processed_end_lsn <= $1::pg_lsn AND coalesce(acknowledged_end_lsn, generation_start_lsn) <= $1::pg_lsn
 		FROM synchro.progress`, later.before) {
@@ -431,6 +440,9 @@ func TestDroppedRegisteredRelationBlocksCapture(t *testing.T) {
 	}
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, later.xid); n != 0 {
 		t.Fatalf("the later transaction was materialized")
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison_txn`); n != 0 {
+		t.Fatalf("%d poison records, want none: no decoded transaction shows this drift", n)
 	}
 	requireRedacted(t, d, log)
 }

@@ -43,6 +43,7 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 	for _, sql := range []string{
 		`SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"s"}')`,
 		`SELECT synchro.register_dependency('app.docs')`,
+		`SELECT synchro.guard_partitions()`,
 		`SELECT synchro.materialize_transaction('[]')`,
 		`SELECT synchro.record_acknowledgement('0/0')`,
 		`SELECT synchro.quarantine('0/1', '0/2', 1, 'decode_error', NULL, NULL)`,

@@ -425,7 +425,7 @@ func TestReadinessChecks(t *testing.T) {
 				e.d.Exec(t, `ALTER TABLE app.parts_1 REPLICA IDENTITY FULL`)
 				return nil
 			},
-			reason:  "app.parts has a replica identity other than DEFAULT",
+			reason:  "app.parts has a partition with a replica identity other than DEFAULT",
 			failing: []string{"registry"},
 		},
 		{

@@ -161,6 +161,8 @@ type SynchroRelation struct {
 	Columns          []string           `json:"columns"`
 	Generation       int64              `json:"generation"`
 	RegisteredAt     pgtype.Timestamptz `json:"registered_at"`
+	ColumnTypes      []pgtype.Uint32    `json:"column_types"`
+	ColumnAttnums    []int16            `json:"column_attnums"`
 }
 
 type SynchroRowHead struct {

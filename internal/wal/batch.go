@@ -142,18 +142,24 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 		if err := ev.FenceID.Scan(p.Fence.FenceID); err != nil {
 			return out, &capture.Failure{Class: capture.ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
 		}
+		// A registered column renamed or dropped would silently leave every later
+		// image, and one of another type would change its values' type on the
+		// wire: relation drift. A delete decodes the key alone.
+		for col, typ := range r.Columns {
+			c, ok := p.Event.Value(col)
+			if !ok && p.Event.Op != "delete" {
+				return out, &capture.Failure{Class: capture.ClassRelationDrift, RelationID: p.Reg.RelationID,
+					Detail: "a registered column is missing from the decoded relation"}
+			}
+			if ok && c.TypeOID != typ {
+				return out, &capture.Failure{Class: capture.ClassRelationDrift, RelationID: p.Reg.RelationID,
+					Detail: "a registered column has another type in the decoded relation"}
+			}
+		}
 		id := rowID{p.Reg.RelationID, p.Key}
 		if p.Event.Op == "delete" {
 			delete(last, id)
 		} else {
-			// A registered column renamed or dropped would silently leave every
-			// later image: relation drift.
-			for col := range r.Columns {
-				if _, ok := p.Event.Value(col); !ok {
-					return out, &capture.Failure{Class: capture.ClassRelationDrift, RelationID: p.Reg.RelationID,
-						Detail: "a registered column is missing from the decoded relation"}
-				}
-			}
 			img, partial, err := image(p.Event.New, r.Columns)
 			if err != nil {
 				return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: err.Error()}

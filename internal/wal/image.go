@@ -12,12 +12,12 @@ import (
 // image renders the registered columns of a decoded tuple as a JSON object of
 // wire values (package wire). partial is true when an unchanged TOAST value was left out.
 // The replication session runs with DateStyle ISO and TimeZone UTC.
-func image(cols []capture.Column, registered map[string]bool) (img json.RawMessage, partial bool, err error) {
+func image(cols []capture.Column, registered map[string]uint32) (img json.RawMessage, partial bool, err error) {
 	var b strings.Builder
 	b.WriteByte('{')
 	first := true
 	for _, c := range cols {
-		if !registered[c.Name] {
+		if _, ok := registered[c.Name]; !ok {
 			continue
 		}
 		if c.Unchanged {

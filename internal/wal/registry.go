@@ -14,7 +14,7 @@ type registration struct {
 	capture.Registered
 	Generation int64
 	KeyType    string
-	Columns    map[string]bool // projected columns
+	Columns    map[string]uint32 // projected columns and their registered type OIDs
 }
 
 // registry is the durable registry: every registration with the generation
@@ -34,7 +34,7 @@ func loadRegistry(ctx context.Context, pool *pgxpool.Pool) (*registry, error) {
 	}
 	rows, err := pool.Query(ctx, `
 		SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint,
-		       r.key_column, r.key_type, r.columns::text[], r.generation, t.table_id
+		       r.key_column, r.key_type, r.columns::text[], r.column_types, r.generation, t.table_id
 		FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id)`)
 	if err != nil {
 		return nil, fmt.Errorf("load registry: %w", err)
@@ -44,14 +44,15 @@ func loadRegistry(ctx context.Context, pool *pgxpool.Pool) (*registry, error) {
 		var reg registration
 		var oid int64
 		var cols []string
+		var types []uint32
 		if err := rows.Scan(&reg.RelationID, &reg.Kind, &reg.Relation.Schema, &reg.Relation.Name, &oid,
-			&reg.KeyColumn, &reg.KeyType, &cols, &reg.Generation, &reg.TableID); err != nil {
+			&reg.KeyColumn, &reg.KeyType, &cols, &types, &reg.Generation, &reg.TableID); err != nil {
 			return nil, fmt.Errorf("load registry: %w", err)
 		}
 		reg.Relation.OID = uint32(oid)
-		reg.Columns = map[string]bool{}
-		for _, c := range cols {
-			reg.Columns[c] = true
+		reg.Columns = make(map[string]uint32, len(cols))
+		for i, c := range cols {
+			reg.Columns[c] = types[i]
 		}
 		r.byOID[reg.Relation.OID] = reg
 		r.byRel[reg.RelationID] = reg

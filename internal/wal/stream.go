@@ -274,7 +274,7 @@ func (s *stream) flush(ctx context.Context, pipelined bool) error {
 		return err
 	}
 	if b.poison == nil {
-		if err := w.relationDropped(ctx); err != nil {
+		if err := w.catalogDrift(ctx); err != nil {
 			return err
 		}
 	}
@@ -492,15 +492,21 @@ func (s *stream) acknowledge(ctx context.Context, boundary pglogrepl.LSN) error 
 	if err := s.sendStatus(ctx, boundary, false); err != nil {
 		return err
 	}
+	// The slot takes the position from this session's WAL sender; once that has
+	// let go of the slot (its connection failed), nothing will confirm it.
 	deadline := time.Now().Add(30 * time.Second)
 	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
 		var confirmed string
-		if err := s.w.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots
-			WHERE slot_name = $1 AND database = current_database()`, s.w.cfg.Slot).Scan(&confirmed); err != nil {
+		var held bool
+		if err := s.w.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, active_pid IS NOT DISTINCT FROM $2 FROM pg_replication_slots
+			WHERE slot_name = $1 AND database = current_database()`, s.w.cfg.Slot, int32(s.conn.PID())).Scan(&confirmed, &held); err != nil {
 			return fmt.Errorf("read slot position: %w", err)
 		}
 		if lsn, err := pglogrepl.ParseLSN(confirmed); err == nil && lsn >= boundary {
 			break
+		}
+		if !held {
+			return fmt.Errorf("the replication connection let go of the slot before it confirmed %s", boundary)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("slot did not confirm %s within 30s", boundary)
@@ -571,7 +577,7 @@ func (s *stream) idleAck(ctx context.Context) error {
 	// that a decoded transaction carrying the drift (a recreated table added to
 	// the publication) is still quarantined with its identity; the next batch
 	// without one blocks the stream (flush).
-	if err := s.w.relationDropped(ctx); errors.Is(err, errBlocked) {
+	if err := s.w.catalogDrift(ctx); errors.Is(err, errBlocked) {
 		return nil
 	} else if err != nil {
 		return err

@@ -239,7 +239,7 @@ func (w *Worker) session(ctx context.Context) error {
 	} else if blocked {
 		return errBlocked
 	}
-	if err := w.relationDropped(ctx); err != nil {
+	if err := w.catalogDrift(ctx); err != nil {
 		return err
 	}
 	s := &stream{w: w, conn: repl, ack: ack}
@@ -369,27 +369,24 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 	return blocked, err
 }
 
-// relationDropped blocks capture (errBlocked) while a registered relation no
-// longer exists under its registered OID: it was dropped, perhaps recreated under
-// the same name. Writes to a recreated relation never reach the stream (it has
-// no fence triggers and no publication membership), so no decoded transaction
-// can carry this drift (ADR 001, "Registry activation and relation drift").
-// Renames, schema moves and replica identity changes keep the OID; they are
-// detected on the decoded row events.
-func (w *Worker) relationDropped(ctx context.Context) error {
+// catalogDrift blocks capture (errBlocked) while a registered relation has drift
+// that no decoded transaction can show (synchro.catalog_drift): it was dropped,
+// perhaps recreated under its name (writes to the new table have no fence
+// triggers and no publication membership, so they never reach the stream), a
+// registered column was dropped and added again, or a partition's replica
+// identity changed (ADR 001, "Registry activation and relation drift"). Drift
+// that decoded row events show blocks the stream at the first of them.
+func (w *Worker) catalogDrift(ctx context.Context) error {
 	var id int64
-	var name string
-	err := w.pool.QueryRow(ctx, `
-		SELECT r.relation_id, r.schema_name || '.' || r.relation_name FROM synchro.relation r
-		WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = r.relation_oid)
-		ORDER BY r.relation_id LIMIT 1`).Scan(&id, &name)
+	var name, problem string
+	err := w.pool.QueryRow(ctx, `SELECT relation_id, relation, problem FROM synchro.catalog_drift() LIMIT 1`).Scan(&id, &name, &problem)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	w.cfg.Log.Error("registered relation dropped: relation drift blocks capture", "worker", w.cfg.WorkerID,
-		"relation_id", id, "relation", name)
-	return fmt.Errorf("%w: registered relation %d (%s) was dropped", errBlocked, id, name)
+	w.cfg.Log.Error("registered relation drifted: relation drift blocks capture", "worker", w.cfg.WorkerID,
+		"relation_id", id, "relation", name, "problem", problem)
+	return fmt.Errorf("%w: registered relation %d (%s) %s", errBlocked, id, name, problem)
 }

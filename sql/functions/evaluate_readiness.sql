@@ -90,11 +90,12 @@ BEGIN
     b AS (
         SELECT * FROM cur, cfg, prog, slot LEFT JOIN newest ON true
     ),
-    -- The first drift of each registered relation (NULL: none).
+    -- The first drift of each registered relation (NULL: none): what
+    -- synchro.catalog_drift reports (no decoded transaction shows it), else the
+    -- catalog's view of drift that decoded transactions show.
     drift AS (
         SELECT r.relation_id, format('%I.%I', r.schema_name, r.relation_name) AS rel,
-               CASE
-                   WHEN c.oid IS NULL THEN 'was dropped'
+               coalesce(cd.problem, CASE
                    WHEN (n.nspname = r.schema_name AND c.relname = r.relation_name) IS NOT TRUE
                        THEN format('was renamed or moved to %I.%I', n.nspname, c.relname)
                    WHEN (c.relkind IN ('r', 'p') AND c.relpersistence = 'p') IS NOT TRUE
@@ -109,23 +110,27 @@ BEGIN
                                   WHEN a.atttypid = 'bigint'::regtype::oid THEN 'int64'
                              END = r.key_type)
                        THEN format('primary key is no longer the registered %s key %I', r.key_type, r.key_column)
-                   WHEN EXISTS (SELECT FROM pg_class pc
-                                WHERE (pc.oid = c.oid OR pc.oid IN (SELECT t.relid FROM pg_partition_tree(c.oid::regclass) t))
-                                  AND pc.relreplident IS DISTINCT FROM 'd')
+                   WHEN c.relreplident IS DISTINCT FROM 'd'
                        THEN 'has a replica identity other than DEFAULT'
                    WHEN EXISTS (SELECT FROM unnest(r.columns) col
                                 WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = col
                                                                              AND a.attnum > 0 AND NOT a.attisdropped))
                        THEN 'lost a registered column'
-               END AS problem
+                   WHEN EXISTS (SELECT FROM unnest(r.columns, r.column_types) u(col, typ)
+                                JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped
+                                WHERE a.atttypid IS DISTINCT FROM u.typ)
+                       THEN 'has a registered column of another type'
+               END) AS problem
         FROM synchro.relation r
+        LEFT JOIN synchro.catalog_drift() cd ON cd.relation_id = r.relation_id
         LEFT JOIN pg_class c ON c.oid = r.relation_oid
         LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
     ),
     -- The first missing, disabled or altered capture trigger of each registered
-    -- relation: key guard and fence on the relation and on every partition (row
-    -- triggers are cloned), truncate guard on the relation; enabled means fires in
-    -- ordinary sessions (O or A). The fence carries the registered identity.
+    -- relation: key guard, fence and truncate guard on the relation and on every
+    -- partition (row triggers are cloned; truncate guards are installed by
+    -- synchro.guard_partitions); enabled means fires in ordinary sessions (O or
+    -- A). The fence carries the registered identity.
     trig AS (
         SELECT r.relation_id, format('%I.%I', r.schema_name, r.relation_name) AS rel,
                CASE WHEN NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = r.relation_oid) THEN 'relation is missing'
@@ -141,14 +146,13 @@ BEGIN
                          WHERE t.relid::oid <> r.relation_oid) pt
                    JOIN pg_class pc ON pc.oid = pt.relid
                    JOIN pg_namespace pn ON pn.oid = pc.relnamespace
-                   JOIN (VALUES ('synchro_key_guard', 'key_guard', 27::int2, true,
-                                 ARRAY[r.key_column::text, CASE WHEN rc.relkind = 'p' THEN 'partitioned' ELSE '' END]),
-                                ('synchro_fence', 'fence', 29::int2, true,
-                                 ARRAY[r.relation_id::text, r.registration_kind, r.schema_name::text, r.relation_name::text,
-                                       r.relation_oid::text, r.key_column::text, coalesce(st.table_id::text, '')]),
-                                ('synchro_truncate_guard', 'truncate_guard', 34::int2, false, ARRAY[]::text[]))
-                        e(name, func, tgtype, on_partitions, args)
-                     ON e.on_partitions OR pt.relid = r.relation_oid
+                   CROSS JOIN (VALUES ('synchro_key_guard', 'key_guard', 27::int2,
+                                       ARRAY[r.key_column::text, CASE WHEN rc.relkind = 'p' THEN 'partitioned' ELSE '' END]),
+                                      ('synchro_fence', 'fence', 29::int2,
+                                       ARRAY[r.relation_id::text, r.registration_kind, r.schema_name::text, r.relation_name::text,
+                                             r.relation_oid::text, r.key_column::text, coalesce(st.table_id::text, '')]),
+                                      ('synchro_truncate_guard', 'truncate_guard', 34::int2, ARRAY[]::text[]))
+                        e(name, func, tgtype, args)
                    LEFT JOIN pg_trigger t ON t.tgrelid = pt.relid AND t.tgname = e.name
                    LEFT JOIN pg_proc pr ON pr.oid = t.tgfoid
                    LEFT JOIN pg_namespace prn ON prn.oid = pr.pronamespace

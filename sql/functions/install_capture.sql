@@ -1,5 +1,6 @@
 -- synchro.install_capture: installs the key guard, fence and truncate guard
--- triggers of registered relation rid and adds it to the capture publication by
+-- triggers of registered relation rid (the truncate guard on each partition too:
+-- synchro.guard_partitions) and adds it to the capture publication by
 -- qualified name. The fence's arguments carry the immutable registered identity
 -- (relation_id, kind, schema, name, OID, key column, table_id), so a fence never
 -- looks the registry up and always reports the identity that was registered.
@@ -27,6 +28,7 @@ BEGIN
                    r.key_column, coalesce(r.table_id::text, ''));
     EXECUTE format('CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard()',
                    qname);
+    PERFORM synchro.guard_partitions();
 
     SELECT publication_name INTO pub FROM synchro.settings;
     IF NOT EXISTS (SELECT FROM pg_publication p JOIN pg_publication_rel pr ON pr.prpubid = p.oid

@@ -1,0 +1,41 @@
+-- synchro.catalog_drift: the registered relations whose relation drift no decoded
+-- transaction can show, each with its first such problem (bounded text, no row
+-- data): the relation was dropped (writes to a table recreated under its name
+-- never reach the stream), a registered column was dropped and added again
+-- under its name and type (the values it held are gone without a row event),
+-- or a partition's replica identity is not DEFAULT (pgoutput describes a
+-- partition's rows by the partitioned root). The worker blocks capture while
+-- any exists; readiness reports them as registry drift (ADR 001, "Registry
+-- activation and relation drift"). Drift that decoded transactions show (a
+-- rename, a schema move, a key or replica identity change of the relation, a
+-- registered column renamed, dropped or of another type) blocks the stream at
+-- the first such transaction instead.
+CREATE OR REPLACE FUNCTION synchro.catalog_drift()
+RETURNS TABLE (relation_id bigint, relation text, problem text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+-- PL/pgSQL keeps the query's plan for the session: the worker asks before
+-- every batch.
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT d.relation_id, d.relation, d.problem
+    FROM (SELECT r.relation_id, format('%I.%I', r.schema_name, r.relation_name) AS relation,
+                 CASE
+                     WHEN c.oid IS NULL THEN 'was dropped'
+                     WHEN EXISTS (SELECT FROM unnest(r.columns, r.column_attnums) u(col, num)
+                                  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = u.col
+                                                     AND a.attnum > 0 AND NOT a.attisdropped
+                                  WHERE a.attnum IS DISTINCT FROM u.num)
+                         THEN 'has a registered column dropped and added again'
+                     WHEN c.relkind = 'p' AND EXISTS (SELECT FROM pg_partition_tree(c.oid::regclass) t
+                                                      JOIN pg_class pc ON pc.oid = t.relid
+                                                      WHERE t.relid::oid <> c.oid AND pc.relreplident <> 'd')
+                         THEN 'has a partition with a replica identity other than DEFAULT'
+                 END AS problem
+          FROM synchro.relation r
+          LEFT JOIN pg_class c ON c.oid = r.relation_oid) d
+    WHERE d.problem IS NOT NULL
+    ORDER BY d.relation_id;
+END
+$$;

@@ -1,0 +1,36 @@
+-- synchro.guard_partitions: installs the synchro_truncate_guard (BEFORE TRUNCATE)
+-- trigger on every partition, at any level, of every registered partitioned
+-- relation that has no trigger of that name, and returns how many it installed.
+-- PostgreSQL clones row triggers onto new partitions but not statement triggers,
+-- and with publish_via_partition_root the TRUNCATE of a single partition is not
+-- decoded at all: without this guard it would empty the partition unseen
+-- (ADR 001, "TRUNCATE and replica identity"). Registration calls it; after
+-- creating or attaching a partition, whoever registers tables calls it in the
+-- same migration (readiness reports the partition's missing guard until then).
+-- Attach only empty partitions: the rows an attached table already holds never
+-- pass a fence.
+CREATE OR REPLACE FUNCTION synchro.guard_partitions()
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+    part regclass;
+    installed integer := 0;
+BEGIN
+    FOR part IN
+        SELECT t.relid
+        FROM synchro.relation r
+        JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
+        CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
+        WHERE t.relid::oid <> r.relation_oid
+          AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.relid AND g.tgname = 'synchro_truncate_guard')
+        ORDER BY t.level, t.relid
+    LOOP
+        EXECUTE format('CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard()',
+                       synchro.qualified_name(part));
+        installed := installed + 1;
+    END LOOP;
+    RETURN installed;
+END
+$$;

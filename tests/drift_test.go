@@ -1,0 +1,537 @@
+package tests
+
+// Drift of registered relations beyond the poison tests' cases: DDL and
+// configuration changes of a registered relation, its key, columns, partitions
+// and publication (ADR 001, "Registry activation and relation drift",
+// "TRUNCATE and replica identity", "Write fences and opaque row versions",
+// "Readiness"). Each case either blocks capture (with one redacted poison
+// record at the first transaction that shows it, or from the catalog when no
+// decoded transaction can), is refused before it can reach the stream, or is
+// harmless and keeps capturing; readiness must agree.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/testdb"
+	"github.com/synchro-sync/synchro/internal/wal"
+)
+
+// driftSetup registers, all in the shared scope "all": a text-keyed table with
+// a numeric text column n and a unique NOT NULL column alt (a candidate for
+// another key), an int-keyed table with a varchar column v and an int column
+// q, a bystander table
+// app.other, and a partitioned table.
+const driftSetup = `CREATE SCHEMA app;
+	CREATE TABLE app.t (id text PRIMARY KEY, v text, n text, alt text NOT NULL UNIQUE);
+	CREATE TABLE app.k (id int PRIMARY KEY, v varchar(50), q int);
+	CREATE TABLE app.other (id int PRIMARY KEY, v text);
+	CREATE TABLE app.parts (id bigint PRIMARY KEY, v text) PARTITION BY RANGE (id);
+	CREATE TABLE app.parts_1 PARTITION OF app.parts FOR VALUES FROM (0) TO (1000);
+	SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}');
+	SELECT synchro.register_table('app.k', '{"kind":"shared","scope":"all"}');
+	SELECT synchro.register_table('app.other', '{"kind":"shared","scope":"all"}');
+	SELECT synchro.register_table('app.parts', '{"kind":"shared","scope":"all"}')`
+
+// driftBase is one materialized row in each registered table.
+const driftBase = `INSERT INTO app.t VALUES ('base', 'plain', '5', 'a0'); INSERT INTO app.k VALUES (1, 'plain', 5);
+	INSERT INTO app.other VALUES (1, 'plain'); INSERT INTO app.parts VALUES (1, 'plain')`
+
+// driftLater is the transaction committed after a drift: a write to a table
+// the drift does not touch. Its value must never reach a poison record or log.
+const driftLater = `INSERT INTO app.other VALUES (2, 'SECRET-123')`
+
+// driftEnv is a database with driftSetup, a streaming worker that logs into
+// log, readiness limits configured, driftBase materialized and readiness ready.
+type driftEnv struct {
+	d   *testdb.DB
+	cfg wal.Config
+	log *lockedBuffer
+}
+
+func newDriftEnv(t *testing.T) *driftEnv {
+	t.Helper()
+	d := testdb.New(t)
+	d.Exec(t, driftSetup)
+	cfg := workerConfig(d, "w1")
+	log := logTo(&cfg)
+	startStreaming(t, d, cfg)
+	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
+	commitTxn(t, d, driftBase)
+	waitMaterialized(t, d)
+	waitReadiness(t, d)
+	return &driftEnv{d: d, cfg: cfg, log: log}
+}
+
+// failingChecks returns the failing readiness checks in readiness order, and
+// each with its reason.
+func failingChecks(ctx context.Context, d *testdb.DB) (names, reasons []string, err error) {
+	rows, err := d.Pool.Query(ctx, `SELECT "check", reason FROM synchro.readiness WHERE NOT ok`)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, reason string
+		if err := rows.Scan(&name, &reason); err != nil {
+			return nil, nil, err
+		}
+		names = append(names, name)
+		reasons = append(reasons, name+": "+reason)
+	}
+	return names, reasons, rows.Err()
+}
+
+// inReadinessOrder sorts check names by their place in synchro.readiness.
+func inReadinessOrder(checks []string) []string {
+	out := slices.Clone(checks)
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(readinessOrder, a) - slices.Index(readinessOrder, b) })
+	return out
+}
+
+// waitReadiness waits until synchro.readiness fails exactly the checks given
+// (none: ready); when unready, synchro.is_ready() must be false too.
+func waitReadiness(t *testing.T, d *testdb.DB, failing ...string) {
+	t.Helper()
+	want := inReadinessOrder(failing)
+	var last []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last failing readiness checks: %q", last)
+		}
+	}()
+	waitFor(t, fmt.Sprintf("readiness failing exactly %v", want), 30*time.Second, func() (bool, error) {
+		names, reasons, err := failingChecks(context.Background(), d)
+		last = reasons
+		return slices.Equal(inReadinessOrder(names), want), err
+	})
+	if len(want) > 0 && queryBool(t, d, `SELECT synchro.is_ready()`) {
+		t.Fatalf("synchro.is_ready() is true while %v fail", want)
+	}
+}
+
+// requireBlockedBy asserts that the stream blocked with exactly one redacted
+// poison record of class at the transaction bad, naming relation (schema.name;
+// "" for none), and that nothing from bad on, later included, materialized.
+func (e *driftEnv) requireBlockedBy(t *testing.T, bad, later committed, class, relation string) {
+	t.Helper()
+	d := e.d
+	waitPoison(t, d)
+	waitBlocked(t, d, e.cfg.WorkerID, 300*time.Millisecond)
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison_txn`); n != 1 {
+		t.Fatalf("%d poison records, want 1", n)
+	}
+	p := readPoison(t, d, bad)
+	want := "NULL"
+	if relation != "" {
+		want = fmt.Sprint(relationID(t, d, relation))
+	}
+	if p.class != class || deref(p.relationID) != want || p.xid != bad.xid || !p.inBounds {
+		t.Fatalf("poison record %+v (relation %s), want class %s, relation %s (%s), xid %d within %s..%s",
+			p, deref(p.relationID), class, want, relation, bad.xid, bad.before, bad.after)
+	}
+	requireBlockedAt(t, d, e.cfg.Slot, p.commitLSN, later)
+	requireRedacted(t, d, e.log)
+}
+
+// requireImage asserts the materialized image of a registered row (jsonb
+// equality; "" for no row).
+func requireImage(t *testing.T, d *testdb.DB, relation, key, want string) {
+	t.Helper()
+	got := queryText(t, d, `SELECT coalesce((SELECT p.image::text FROM synchro.projection p
+		WHERE p.relation_id = (SELECT relation_id FROM synchro.relation WHERE relation_oid = $1::regclass) AND p.key = $2), '')`,
+		relation, key)
+	if (got == "") != (want == "") || (want != "" && !queryBool(t, d, `SELECT $1::jsonb = $2::jsonb`, got, want)) {
+		t.Fatalf("image of %s key %s is %q, want %q", relation, key, got, want)
+	}
+}
+
+// schemaHash is the hash of the client schema manifest.
+func schemaHash(t *testing.T, d *testdb.DB) string {
+	t.Helper()
+	return queryText(t, d, `SELECT (synchro.current_schema()).hash`)
+}
+
+// TestDriftBlocksCapture: drift of a registered relation's key, replica
+// identity or publication, and writes that bypass the ordinary fence triggers,
+// block the stream at the first transaction that shows them, with one redacted
+// poison record naming the relation; nothing after it is materialized, and
+// readiness is unready (also naming the catalog drift where it is visible).
+func TestDriftBlocksCapture(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		prepare  string // DDL committed before the poison transaction
+		poison   string
+		class    string
+		relation string
+		// failing readiness checks besides worker (blocked) and poison
+		readiness []string
+	}{
+		{name: "primary_key_moved_to_other_column", class: capture.ClassRelationDrift, relation: "app.t",
+			prepare:   `ALTER TABLE app.t DROP CONSTRAINT t_pkey, ADD PRIMARY KEY (alt)`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k1', 'SECRET-123', '1', 'SECRET-a1')`,
+			readiness: []string{"registry"}},
+		{name: "primary_key_dropped", class: capture.ClassRelationDrift, relation: "app.t",
+			prepare:   `ALTER TABLE app.t DROP CONSTRAINT t_pkey`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k2', 'SECRET-123', '1', 'SECRET-a2')`,
+			readiness: []string{"registry"}},
+		{name: "primary_key_made_deferrable", class: capture.ClassRelationDrift, relation: "app.t",
+			// A deferrable key cannot back the replica identity: the decoded
+			// relation has no key column.
+			prepare:   `ALTER TABLE app.t DROP CONSTRAINT t_pkey, ADD PRIMARY KEY (id) DEFERRABLE`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k3', 'SECRET-123', '1', 'SECRET-a3')`,
+			readiness: []string{"registry"}},
+		{name: "replica_identity_nothing", class: capture.ClassRelationDrift, relation: "app.t",
+			// Updates and deletes are refused by PostgreSQL; inserts still go.
+			prepare:   `ALTER TABLE app.t REPLICA IDENTITY NOTHING`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k4', 'SECRET-123', '1', 'SECRET-a4')`,
+			readiness: []string{"registry"}},
+		{name: "replica_identity_using_index", class: capture.ClassRelationDrift, relation: "app.t",
+			prepare:   `ALTER TABLE app.t REPLICA IDENTITY USING INDEX t_alt_key`,
+			poison:    `UPDATE app.t SET v = 'SECRET-123' WHERE id = 'base'`,
+			readiness: []string{"registry"}},
+		{name: "publication_drops_table", class: capture.ClassFenceUnmatched, relation: "app.t",
+			// The fence message still reaches the stream, the row change does not.
+			prepare:   `ALTER PUBLICATION synchro DROP TABLE app.t`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k5', 'SECRET-123', '1', 'SECRET-a5')`,
+			readiness: []string{"publication"}},
+		{name: "publication_stops_publishing_updates", class: capture.ClassFenceUnmatched, relation: "app.t",
+			prepare:   `ALTER PUBLICATION synchro SET (publish = 'insert, delete, truncate')`,
+			poison:    `UPDATE app.t SET v = 'SECRET-123' WHERE id = 'base'`,
+			readiness: []string{"publication"}},
+		{name: "publication_not_via_partition_root", class: capture.ClassFenceUnmatched, relation: "app.parts",
+			// Partition rows are published under the partition, which is not registered.
+			prepare:   `ALTER PUBLICATION synchro SET (publish_via_partition_root = false)`,
+			poison:    `INSERT INTO app.parts VALUES (7, 'SECRET-123')`,
+			readiness: []string{"publication"}},
+		{name: "publication_row_filter", class: capture.ClassFenceUnmatched, relation: "app.t",
+			prepare: `ALTER PUBLICATION synchro DROP TABLE app.t;
+				ALTER PUBLICATION synchro ADD TABLE app.t WHERE (id NOT LIKE 'SECRET%')`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k6', 'SECRET-123', '1', 'SECRET-a6')`,
+			readiness: []string{"publication"}},
+		{name: "publication_column_list", class: capture.ClassRelationDrift, relation: "app.t",
+			// The registered column v is no longer published.
+			prepare: `ALTER PUBLICATION synchro DROP TABLE app.t;
+				ALTER PUBLICATION synchro ADD TABLE app.t (id, n, alt)`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k7', 'SECRET-123', '1', 'SECRET-a7')`,
+			readiness: []string{"publication"}},
+		{name: "session_replication_role_replica", class: capture.ClassFenceUnmatched, relation: "app.t",
+			// Ordinary (ENABLE) triggers do not fire in a replica session.
+			poison: `SET LOCAL session_replication_role = replica;
+				INSERT INTO app.t VALUES ('SECRET-k8', 'SECRET-123', '1', 'SECRET-a8')`},
+		{name: "session_replication_role_replica_truncate", class: capture.ClassTruncate, relation: "app.t",
+			// The truncate guard does not fire either.
+			poison: `SET LOCAL session_replication_role = replica; TRUNCATE app.t`},
+		{name: "fence_trigger_enabled_replica_only", class: capture.ClassFenceUnmatched, relation: "app.t",
+			prepare:   `ALTER TABLE app.t ENABLE REPLICA TRIGGER synchro_fence`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k9', 'SECRET-123', '1', 'SECRET-a9')`,
+			readiness: []string{"triggers"}},
+		// A registered column keeps its registered type: a new one would change
+		// its values' type on the wire (and the client schema) with no row event
+		// for the rows written before, even where the portable type stays.
+		{name: "column_text_to_integer", class: capture.ClassRelationDrift, relation: "app.t",
+			prepare:   `ALTER TABLE app.t ALTER COLUMN n TYPE integer USING n::integer`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k10', 'SECRET-123', 7, 'SECRET-a10')`,
+			readiness: []string{"registry"}},
+		{name: "column_integer_to_text", class: capture.ClassRelationDrift, relation: "app.k",
+			prepare:   `ALTER TABLE app.k ALTER COLUMN q TYPE text`,
+			poison:    `INSERT INTO app.k VALUES (2, 'SECRET-123', 'SECRET-q')`,
+			readiness: []string{"registry"}},
+		{name: "column_integer_to_bigint", class: capture.ClassRelationDrift, relation: "app.k",
+			prepare:   `ALTER TABLE app.k ALTER COLUMN q TYPE bigint`,
+			poison:    `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`,
+			readiness: []string{"registry"}},
+		{name: "column_text_to_varchar", class: capture.ClassRelationDrift, relation: "app.t",
+			prepare:   `ALTER TABLE app.t ALTER COLUMN v TYPE varchar(200)`,
+			poison:    `UPDATE app.t SET v = 'SECRET-123' WHERE id = 'base'`,
+			readiness: []string{"registry"}},
+		{name: "column_dropped_and_added_with_another_type", class: capture.ClassRelationDrift, relation: "app.t",
+			prepare:   `ALTER TABLE app.t DROP COLUMN v; ALTER TABLE app.t ADD COLUMN v integer`,
+			poison:    `INSERT INTO app.t VALUES ('SECRET-k11', '7', 'SECRET-a11', 42)`,
+			readiness: []string{"registry"}},
+		// A delete decodes the key alone: its type is checked too.
+		{name: "key_integer_to_bigint", class: capture.ClassRelationDrift, relation: "app.k",
+			prepare:   `ALTER TABLE app.k ALTER COLUMN id TYPE bigint`,
+			poison:    `DELETE FROM app.k WHERE id = 1`,
+			readiness: []string{"registry"}},
+		{name: "key_integer_to_text", class: capture.ClassRelationDrift, relation: "app.k",
+			prepare:   `ALTER TABLE app.k ALTER COLUMN id TYPE text`,
+			poison:    `INSERT INTO app.k VALUES ('2', 'SECRET-123', 7)`,
+			readiness: []string{"registry"}},
+		{name: "key_integer_to_text_non_numeric", class: capture.ClassRelationDrift, relation: "app.k",
+			prepare:   `ALTER TABLE app.k ALTER COLUMN id TYPE text`,
+			poison:    `INSERT INTO app.k VALUES ('SECRET-k', 'SECRET-123', 7)`,
+			readiness: []string{"registry"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			if tc.prepare != "" {
+				e.d.Exec(t, tc.prepare)
+			}
+			bad := commitTxn(t, e.d, tc.poison)
+			later := commitTxn(t, e.d, driftLater)
+			e.requireBlockedBy(t, bad, later, tc.class, tc.relation)
+			waitReadiness(t, e.d, append([]string{"worker", "poison"}, tc.readiness...)...)
+		})
+	}
+}
+
+// TestDriftRefusedBeforeCapture: drift that PostgreSQL or the capture triggers
+// refuse up front never reaches the stream: the refused statement fails with
+// its SQLSTATE, later transactions keep materializing, and readiness reports
+// whatever catalog drift was left behind.
+func TestDriftRefusedBeforeCapture(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name           string
+		prepare, write string
+		// SQLSTATEs of prepare and write ("" when it succeeds)
+		prepareState, writeState string
+		readiness                []string // failing readiness checks
+	}{
+		{name: "set_unlogged", prepareState: "55000",
+			// A table in a publication cannot become unlogged.
+			prepare: `ALTER TABLE app.t SET UNLOGGED`,
+			write:   `UPDATE app.t SET v = 'after' WHERE id = 'base'`},
+		{name: "key_update_with_key_guard_disabled", writeState: "0A000",
+			// The fence rejects the key change the disabled guard let through.
+			prepare:   `ALTER TABLE app.t DISABLE TRIGGER synchro_key_guard`,
+			write:     `UPDATE app.t SET id = 'SECRET-k' WHERE id = 'base'`,
+			readiness: []string{"triggers"}},
+		{name: "key_column_renamed", writeState: "55000",
+			// The fence no longer finds the registered key column.
+			prepare:   `ALTER TABLE app.t RENAME COLUMN id TO ident`,
+			write:     `INSERT INTO app.t VALUES ('SECRET-k', 'SECRET-123', '1', 'SECRET-a')`,
+			readiness: []string{"registry"}},
+		{name: "truncate_partition", writeState: "0A000",
+			// Published via the root, a partition's TRUNCATE is never decoded:
+			// registration put the truncate guard on the partition too.
+			write: `TRUNCATE app.parts_1`},
+		{name: "truncate_partition_created_later", prepareState: "0A000",
+			// A new partition gets the row triggers (cloned) but not the truncate
+			// guard until synchro.guard_partitions installs it.
+			prepare: `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000);
+				SELECT synchro.guard_partitions(); TRUNCATE app.parts_2`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			d := e.d
+			for _, step := range []struct{ sql, state string }{{tc.prepare, tc.prepareState}, {tc.write, tc.writeState}} {
+				if err := d.ExecErr(step.sql); step.state != "" || err != nil {
+					requireState(t, err, step.state, "")
+				}
+			}
+			later := commitTxn(t, d, driftLater)
+			waitMaterialized(t, d)
+			ledgerOf(t, d, later)
+			requireImage(t, d, "app.other", "2", `{"id": 2, "v": "SECRET-123"}`)
+			if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison_txn`); n != 0 {
+				t.Fatalf("%d poison records, want none", n)
+			}
+			waitReadiness(t, d, tc.readiness...)
+		})
+	}
+}
+
+// TestCatalogDriftBlocksCapture: drift that no decoded transaction shows (the
+// stream carries a re-added column's name and type, and a partition's rows under
+// the partitioned root) blocks capture from the catalog: nothing later is
+// materialized, and readiness names the drift.
+func TestCatalogDriftBlocksCapture(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, ddl, write, reason string }{
+		{"column_dropped_and_added_again",
+			`ALTER TABLE app.t DROP COLUMN v; ALTER TABLE app.t ADD COLUMN v text`,
+			`INSERT INTO app.t VALUES ('SECRET-k', '1', 'SECRET-a', 'SECRET-123')`,
+			"app.t has a registered column dropped and added again"},
+		{"partition_replica_identity_full",
+			`ALTER TABLE app.parts_1 REPLICA IDENTITY FULL`,
+			`UPDATE app.parts SET v = 'SECRET-123' WHERE id = 1`,
+			"app.parts has a partition with a replica identity other than DEFAULT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			e.d.Exec(t, tc.ddl)
+			commitTxn(t, e.d, tc.write)
+			later := commitTxn(t, e.d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
+			requireBlockedByCatalogDrift(t, e.d, e.cfg.WorkerID, e.log, later)
+			waitReadiness(t, e.d, "worker", "registry")
+			if reason := queryText(t, e.d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(reason, tc.reason) {
+				t.Fatalf("registry check: %q, want %q", reason, tc.reason)
+			}
+		})
+	}
+}
+
+// TestNewPartitionNeedsTruncateGuard: a partition created after registration
+// has the cloned row triggers but no truncate guard, which readiness reports
+// until synchro.guard_partitions installs it (once).
+func TestNewPartitionNeedsTruncateGuard(t *testing.T) {
+	t.Parallel()
+	e := newDriftEnv(t)
+	d := e.d
+	d.Exec(t, `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000)`)
+	waitReadiness(t, d, "triggers")
+	if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'triggers'`); !strings.Contains(reason, "synchro_truncate_guard on app.parts_2 is missing") {
+		t.Fatalf("triggers check: %q, want the missing truncate guard of app.parts_2", reason)
+	}
+	for i, want := range []int64{1, 0} {
+		if n := queryInt(t, d, `SELECT synchro.guard_partitions()`); n != want {
+			t.Fatalf("call %d of guard_partitions installed %d guards, want %d", i+1, n, want)
+		}
+	}
+	waitReadiness(t, d)
+}
+
+// TestAddedUnsyncedColumnKeepsCapturing: a column added after registration is
+// not synced: with a constant or a volatile default (a table rewrite), later
+// inserts and updates, also updates of the new column alone, materialize
+// images of exactly the registered columns, the client schema stays the same,
+// and readiness stays ready.
+func TestAddedUnsyncedColumnKeepsCapturing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, ddl string }{
+		{"constant_default", `ALTER TABLE app.t ADD COLUMN extra text DEFAULT 'SECRET-default'`},
+		{"not_null_default", `ALTER TABLE app.t ADD COLUMN extra text NOT NULL DEFAULT 'SECRET-default'`},
+		{"volatile_default_rewrite", `ALTER TABLE app.t ADD COLUMN extra text DEFAULT 'SECRET-' || clock_timestamp()`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			d := e.d
+			hash := schemaHash(t, d)
+			d.Exec(t, tc.ddl)
+			commitTxn(t, d, `UPDATE app.t SET v = 'after' WHERE id = 'base';
+				INSERT INTO app.t (id, v, n, alt) VALUES ('k2', 'new', '7', 'a2');
+				INSERT INTO app.t (id, v, n, alt, extra) VALUES ('k3', 'new', '8', 'a3', 'SECRET-extra')`)
+			c := commitTxn(t, d, `UPDATE app.t SET extra = 'SECRET-changed' WHERE id = 'k2'`)
+			waitMaterialized(t, d)
+			requireImage(t, d, "app.t", "base", `{"id": "base", "v": "after", "n": "5", "alt": "a0"}`)
+			requireImage(t, d, "app.t", "k2", `{"id": "k2", "v": "new", "n": "7", "alt": "a2"}`)
+			requireImage(t, d, "app.t", "k3", `{"id": "k3", "v": "new", "n": "8", "alt": "a3"}`)
+			if _, _, events, applied := ledgerOf(t, d, c); events != 1 || applied != 1 {
+				t.Fatalf("update of the unsynced column: %d/%d events, want 1/1", events, applied)
+			}
+			if n := queryInt(t, d, `SELECT count(*) FROM synchro.row_version WHERE image::text LIKE '%SECRET%'`); n != 0 {
+				t.Fatalf("%d row versions hold the unsynced column", n)
+			}
+			if got := schemaHash(t, d); got != hash {
+				t.Fatalf("client schema hash changed from %s to %s", hash, got)
+			}
+			waitReadiness(t, d)
+		})
+	}
+}
+
+// TestHarmlessRelationChangesKeepCapturing: changes that keep every registered
+// column's type and values, the key and its replica identity, and the
+// set of rows: capture goes on with correct images, the client schema stays the
+// same, and readiness stays ready.
+func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, prepare, write string
+		images               [][3]string // relation, key, image
+	}{
+		{name: "column_type_modifier_widened",
+			// The type stays (varchar), only its length limit changes.
+			prepare: `ALTER TABLE app.k ALTER COLUMN v TYPE varchar(200)`,
+			write:   `UPDATE app.k SET q = 6 WHERE id = 1; INSERT INTO app.k VALUES (2, 'new', 7)`,
+			images: [][3]string{{"app.k", "1", `{"id": 1, "v": "plain", "q": 6}`},
+				{"app.k", "2", `{"id": 2, "v": "new", "q": 7}`}}},
+		{name: "primary_key_recreated_on_same_column",
+			prepare: `ALTER TABLE app.t DROP CONSTRAINT t_pkey, ADD CONSTRAINT t_key_again PRIMARY KEY (id)`,
+			write:   `UPDATE app.t SET v = 'after' WHERE id = 'base'; INSERT INTO app.t VALUES ('k2', 'new', '7', 'a2')`,
+			images: [][3]string{{"app.t", "base", `{"id": "base", "v": "after", "n": "5", "alt": "a0"}`},
+				{"app.t", "k2", `{"id": "k2", "v": "new", "n": "7", "alt": "a2"}`}}},
+		{name: "replica_identity_back_to_default",
+			prepare: `ALTER TABLE app.t REPLICA IDENTITY FULL; ALTER TABLE app.t REPLICA IDENTITY DEFAULT`,
+			write:   `UPDATE app.t SET v = 'after' WHERE id = 'base'`,
+			images:  [][3]string{{"app.t", "base", `{"id": "base", "v": "after", "n": "5", "alt": "a0"}`}}},
+		{name: "empty_partition_attached",
+			// Row triggers are cloned onto the attached partition; the truncate
+			// guard is installed by synchro.guard_partitions.
+			prepare: `CREATE TABLE app.parts_2 (id bigint PRIMARY KEY, v text);
+				ALTER TABLE app.parts ATTACH PARTITION app.parts_2 FOR VALUES FROM (1000) TO (2000);
+				SELECT synchro.guard_partitions()`,
+			write: `INSERT INTO app.parts VALUES (1500, 'via root'); INSERT INTO app.parts_2 VALUES (1501, 'direct');
+				UPDATE app.parts_2 SET v = 'updated' WHERE id = 1500; DELETE FROM app.parts_2 WHERE id = 1501`,
+			images: [][3]string{{"app.parts", "1500", `{"id": 1500, "v": "updated"}`}, {"app.parts", "1501", ""}}},
+		{name: "partition_created",
+			prepare: `CREATE TABLE app.parts_3 PARTITION OF app.parts FOR VALUES FROM (2000) TO (3000);
+				SELECT synchro.guard_partitions()`,
+			write:  `INSERT INTO app.parts_3 VALUES (2500, 'direct')`,
+			images: [][3]string{{"app.parts", "2500", `{"id": 2500, "v": "direct"}`}}},
+		{name: "capture_triggers_enabled_always",
+			// ENABLE ALWAYS triggers fire in replica sessions too.
+			prepare: `ALTER TABLE app.t ENABLE ALWAYS TRIGGER synchro_fence, ENABLE ALWAYS TRIGGER synchro_key_guard,
+				ENABLE ALWAYS TRIGGER synchro_truncate_guard`,
+			write: `SET LOCAL session_replication_role = replica;
+				UPDATE app.t SET v = 'after' WHERE id = 'base'; INSERT INTO app.t VALUES ('k2', 'new', '7', 'a2')`,
+			images: [][3]string{{"app.t", "base", `{"id": "base", "v": "after", "n": "5", "alt": "a0"}`},
+				{"app.t", "k2", `{"id": "k2", "v": "new", "n": "7", "alt": "a2"}`}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			d := e.d
+			hash := schemaHash(t, d)
+			d.Exec(t, tc.prepare)
+			commitTxn(t, d, tc.write)
+			waitMaterialized(t, d)
+			for _, img := range tc.images {
+				requireImage(t, d, img[0], img[1], img[2])
+			}
+			requireEffectVersions(t, d)
+			requireDigests(t, d)
+			if got := schemaHash(t, d); got != hash {
+				t.Fatalf("client schema hash changed from %s to %s", hash, got)
+			}
+			waitReadiness(t, d)
+		})
+	}
+}
+
+// TestDroppedPublicationStopsCapture: with the capture publication dropped the
+// walsender cannot decode the next change. The worker's sessions fail and it
+// never reports streaming again; nothing is materialized or acknowledged past
+// the last durable transaction, and readiness reports the missing publication.
+// (No poison record: the failure is the decoder's, not a decoded transaction's.)
+func TestDroppedPublicationStopsCapture(t *testing.T) {
+	t.Parallel()
+	e := newDriftEnv(t)
+	d := e.d
+	before := queryText(t, d, `SELECT processed_end_lsn::text FROM synchro.progress`)
+	d.Exec(t, `DROP PUBLICATION synchro`)
+	bad := commitTxn(t, d, `INSERT INTO app.t VALUES ('SECRET-k', 'SECRET-123', '1', 'SECRET-a')`)
+	later := commitTxn(t, d, driftLater)
+	waitFor(t, "the walsender's refusal in the worker log", 30*time.Second, func() (bool, error) {
+		return strings.Contains(e.log.String(), `publication \"synchro\" does not exist`), nil
+	})
+	waitState(t, d, e.cfg.WorkerID, "retrying")
+	waitReadiness(t, d, "worker", "publication")
+	if !queryBool(t, d, `SELECT processed_end_lsn <= $1::pg_lsn AND coalesce(acknowledged_end_lsn, generation_start_lsn) <= $1::pg_lsn
+		FROM synchro.progress`, bad.before) {
+		t.Fatalf("progress moved past the dropped publication (before: %s): %s", before, progressRow(t, d))
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn IS NULL`,
+		append(bad.fences, later.fences...)); n != int64(len(bad.fences)+len(later.fences)) || n == 0 {
+		t.Fatalf("transactions after the dropped publication were materialized")
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison_txn`); n != 0 {
+		t.Fatalf("%d poison records", n)
+	}
+	requireRedacted(t, d, e.log)
+}
