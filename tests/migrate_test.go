@@ -373,3 +373,37 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestMigrationRecordsTypesOfRegisteredColumns: a database that registered
+// relations before migration 00006 gets their captured columns' types and
+// attribute numbers from the catalog, as registration records them now, and
+// readiness sees no drift.
+func TestMigrationRecordsTypesOfRegisteredColumns(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.t (id int PRIMARY KEY, gone bigint, v text, w varchar(20), x boolean);
+		ALTER TABLE app.t DROP COLUMN gone;
+		SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}', '{"exclude_columns":["x"]}')`)
+	recorded := `SELECT columns::text, column_types::regtype[]::text, column_attnums::text FROM synchro.relation`
+	want := rowsOf(t, d, recorded)
+	if !slices.Equal(want, []string{`{id,v,w}|{integer,text,"character varying"}|{1,3,4}`}) {
+		t.Fatalf("registration recorded %v", want)
+	}
+	// Back to schema version 5, then migrate.
+	d.Exec(t, `ALTER TABLE synchro.relation DROP COLUMN column_types, DROP COLUMN column_attnums;
+		DELETE FROM synchro.goose_db_version WHERE version_id = 6`)
+	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Applied, []int64{6}) {
+		t.Fatalf("applied migrations %v, want [6]", res.Applied)
+	}
+	if got := rowsOf(t, d, recorded); !slices.Equal(got, want) {
+		t.Fatalf("migration recorded %v, want %v", got, want)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
+		t.Fatalf("%d relations drifted after the migration", n)
+	}
+}
