@@ -460,7 +460,7 @@ func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
 	if _, err := tx.Exec(ctx, `SELECT synchro.materialize_scratch()`); err != nil {
 		return err
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"synchro_seg_event"}, eventColumns, &eventRows{txns: txns}); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", "synchro_seg_event"}, eventColumns, &eventRows{txns: txns}); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body); err != nil {
@@ -573,10 +573,10 @@ func (s *stream) idleAck(ctx context.Context) error {
 	if len(s.batch) > 0 || s.inflight != nil || s.asm.Open() != nil {
 		return nil
 	}
-	// A dropped registered relation: acknowledge nothing, but keep streaming, so
-	// that a decoded transaction carrying the drift (a recreated table added to
-	// the publication) is still quarantined with its identity; the next batch
-	// without one blocks the stream (flush).
+	// Catalog drift (a dropped registered relation, say): acknowledge nothing,
+	// but keep streaming, so that a decoded transaction carrying drift (a
+	// recreated table added to the publication) is still quarantined with its
+	// identity; the next batch without one blocks the stream (flush).
 	if err := s.w.catalogDrift(ctx); errors.Is(err, errBlocked) {
 		return nil
 	} else if err != nil {
