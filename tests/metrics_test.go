@@ -51,6 +51,7 @@ func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 	cfg := workerConfig(d, "metrics")
 	cfg.Metrics = m
 	startStreaming(t, d, cfg)
+	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
 	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: d.Pool, Metrics: m}))
 	defer srv.Close()
 
@@ -86,13 +87,26 @@ func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 		t.Fatal("no request latency histogram for /healthz")
 	}
 
-	// A poison transaction shows in the poison gauge.
-	d.Exec(t, `ALTER TABLE app.docs DISABLE TRIGGER synchro_fence; INSERT INTO app.docs VALUES (100, 'u1')`)
-	deadline := time.Now().Add(30 * time.Second)
-	for metricValue(t, scrape(t, srv.URL), "synchro_poison_transactions") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("poison gauge never reached 1")
+	// Readiness: every check and the whole, as synchro.readiness answers.
+	waitFor(t, "synchro_ready 1", 30*time.Second, func() (bool, error) {
+		body = scrape(t, srv.URL)
+		return metricValue(t, body, "synchro_ready") == 1, nil
+	})
+	for _, check := range readinessOrder {
+		if got := metricValue(t, body, `synchro_readiness_check{check="`+check+`"}`); got != 1 {
+			t.Fatalf("readiness check %s: %v, want 1", check, got)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+
+	// A poison transaction shows in the poison gauge, the poison check and
+	// synchro_ready.
+	d.Exec(t, `ALTER TABLE app.docs DISABLE TRIGGER synchro_fence; INSERT INTO app.docs VALUES (100, 'u1')`)
+	waitFor(t, "the poison gauge at 1", 30*time.Second, func() (bool, error) {
+		body = scrape(t, srv.URL)
+		return metricValue(t, body, "synchro_poison_transactions") == 1, nil
+	})
+	waitFor(t, "synchro_ready 0 with the poison check failing", 30*time.Second, func() (bool, error) {
+		body = scrape(t, srv.URL)
+		return metricValue(t, body, "synchro_ready") == 0 && metricValue(t, body, `synchro_readiness_check{check="poison"}`) == 0, nil
+	})
 }

@@ -1,15 +1,17 @@
-// Package metrics exports Synchro's Prometheus metrics: capture lag and poison
-// state read from the database at scrape time, the worker's batches, and HTTP
+// Package metrics exports Synchro's Prometheus metrics: capture lag, poison
+// state and readiness read from the database at scrape time, the worker's batches, and HTTP
 // requests per route and status. Every method is safe on a nil *Metrics.
 package metrics
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -121,6 +123,10 @@ var (
 		"Blocking poison transactions of the active stream.", nil, nil)
 	upDesc = prometheus.NewDesc("synchro_capture_state_up",
 		"1 when capture state could be read from the database.", nil, nil)
+	readyDesc = prometheus.NewDesc("synchro_ready",
+		"1 when every readiness check passes (synchro.is_ready(); what GET /readyz answers 200 for).", nil, nil)
+	checkDesc = prometheus.NewDesc("synchro_readiness_check",
+		"1 when the readiness check passes, 0 when it fails (synchro.readiness).", []string{"check"}, nil)
 )
 
 func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -128,6 +134,8 @@ func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagSecondsDesc
 	ch <- poisonDesc
 	ch <- upDesc
+	ch <- readyDesc
+	ch <- checkDesc
 }
 
 func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
@@ -146,10 +154,47 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
 		return
 	}
+	checks, err := readiness(ctx, c.pool)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
+		return
+	}
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, lagBytes)
 	ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, lagSeconds)
 	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, poison)
+	ready := 1.0
+	for check, ok := range checks {
+		ch <- prometheus.MustNewConstMetric(checkDesc, prometheus.GaugeValue, gauge(ok), check)
+		ready = min(ready, gauge(ok))
+	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+}
+
+// readiness reads every readiness check's outcome; none read is an error
+// (fail-closed, like synchro.is_ready).
+func readiness(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, error) {
+	rows, err := pool.Query(ctx, `SELECT "check", ok FROM synchro.readiness`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	var check string
+	var ok bool
+	if _, err := pgx.ForEachRow(rows, []any{&check, &ok}, func() error { out[check] = ok; return nil }); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("synchro.readiness returned no checks")
+	}
+	return out, nil
+}
+
+func gauge(ok bool) float64 {
+	if ok {
+		return 1
+	}
+	return 0
 }
 
 // ObserveSyncError counts one sync protocol error answer.
