@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
@@ -994,4 +995,35 @@ func TestMaterializeTransactionLargerThanOneValue(t *testing.T) {
 		t.Fatalf("projections, versions, upserts with the whole body, unmaterialized fences: %v, want 2000|2000|2000|0", got)
 	}
 	requireDigests(t, d)
+}
+
+// TestPartialImageWithoutProjectionIsQuarantined: a row written before its
+// table was registered has no projection. An update that leaves its out-of-line
+// value out of the image (pgoutput sends such partial images once the key guard,
+// which rebuilds the tuple, is disabled) cannot be completed: the transaction is
+// quarantined rather than published without the column.
+func TestPartialImageWithoutProjectionIsQuarantined(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.big (id int PRIMARY KEY, body text, v text);
+		ALTER TABLE app.big ALTER COLUMN body SET STORAGE EXTERNAL;
+		INSERT INTO app.big VALUES (1, repeat('SECRET-', 1000), 'before');
+		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}');
+		ALTER TABLE app.big DISABLE TRIGGER synchro_key_guard`)
+	cfg := workerConfig(d, "w1")
+	log := logTo(&cfg)
+	startStreaming(t, d, cfg)
+	bad := commitTxn(t, d, `UPDATE app.big SET v = 'SECRET-123' WHERE id = 1`)
+	later := commitTxn(t, d, `INSERT INTO app.big VALUES (2, 'small', 'after')`)
+	waitPoison(t, d)
+	p := readPoison(t, d, bad)
+	if p.class != capture.ClassMaterialize || derefS(p.sqlstate) != "XX001" || p.xid != bad.xid {
+		t.Fatalf("poison record %+v (sqlstate %s), want materialize_error XX001 of xid %d", p, derefS(p.sqlstate), bad.xid)
+	}
+	requireBlockedAt(t, d, cfg.Slot, p.commitLSN, later)
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.projection`); n != 0 {
+		t.Fatalf("%d projections, want none", n)
+	}
+	requireRedacted(t, d, log)
 }

@@ -69,13 +69,14 @@ BEGIN
 
     -- Net change per row and transaction: the last event's image. A partial image
     -- (unchanged TOAST values left out) completes over the projection; the worker
-    -- already completed it over earlier images of the same batch.
+    -- already completed it over earlier images of the same batch. With no
+    -- projection either, the row cannot be completed (synchro.missing_image_base).
     -- tid is the row's projection tuple before the segment; last marks the row's
     -- last change in the segment.
     INSERT INTO synchro_seg_change (seq, commit_lsn, relation_id, key, old_image, new_image, event_ordinal, version, tid, last)
     SELECT l.seq, l.commit_lsn, l.r, l.k, cur.image,
            CASE WHEN l.op = 'delete' THEN NULL
-                WHEN l.partial THEN coalesce(cur.image, '{}') || l.img
+                WHEN l.partial THEN coalesce(cur.image, synchro.missing_image_base(l.r)) || l.img
                 ELSE l.img END,
            l.o, l.v, cur.ctid, l.seq = max(l.seq) OVER (PARTITION BY l.r, l.k)
     FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e
