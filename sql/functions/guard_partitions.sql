@@ -1,15 +1,16 @@
 -- synchro.guard_partitions: installs the synchro_truncate_guard (BEFORE TRUNCATE)
--- trigger on every partition, at any level, of every registered partitioned
--- relation that has no trigger of that name, and returns how many it installed.
--- PostgreSQL clones row triggers onto new partitions but not statement triggers,
--- and with publish_via_partition_root the TRUNCATE of a single partition is not
--- decoded at all: without this guard it would empty the partition unseen
--- (ADR 001, "TRUNCATE and replica identity"). Registration calls it; after
--- creating or attaching a partition, whoever registers tables calls it in the
--- same migration (readiness reports the partition's missing guard until then).
--- Attach only empty partitions: the rows an attached table already holds never
--- pass a fence.
-CREATE OR REPLACE FUNCTION synchro.guard_partitions()
+-- trigger on every partition, at any level, of the registered partitioned
+-- relation rid (by default: of every one) that has no trigger of that name, and
+-- returns how many it installed. PostgreSQL clones row triggers onto new
+-- partitions but not statement triggers, and with publish_via_partition_root the
+-- TRUNCATE of a single partition is not decoded at all: without this guard it
+-- would empty the partition unseen (ADR 001, "TRUNCATE and replica identity").
+-- Registration calls it for the relation it registers; after creating or
+-- attaching a partition, whoever registers tables calls it in the same migration
+-- (readiness reports the partition's missing guard until then). Rows an attached
+-- table already holds are captured only when next written.
+DROP FUNCTION IF EXISTS synchro.guard_partitions();
+CREATE OR REPLACE FUNCTION synchro.guard_partitions(rid bigint DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog
@@ -23,7 +24,8 @@ BEGIN
         FROM synchro.relation r
         JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
         CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
-        WHERE t.relid::oid <> r.relation_oid
+        WHERE (rid IS NULL OR r.relation_id = rid)
+          AND t.relid::oid <> r.relation_oid
           AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.relid AND g.tgname = 'synchro_truncate_guard')
         ORDER BY t.level, t.relid
     LOOP

@@ -28,7 +28,7 @@ BEGIN
                    r.key_column, coalesce(r.table_id::text, ''));
     EXECUTE format('CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard()',
                    qname);
-    PERFORM synchro.guard_partitions();
+    PERFORM synchro.guard_partitions(rid);
 
     SELECT publication_name INTO pub FROM synchro.settings;
     IF NOT EXISTS (SELECT FROM pg_publication p JOIN pg_publication_rel pr ON pr.prpubid = p.oid
