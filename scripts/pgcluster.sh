@@ -71,6 +71,7 @@ wal_level = logical
 max_replication_slots = 100
 max_wal_senders = 100
 max_connections = 300
+max_prepared_transactions = 20
 shared_buffers = 256MB
 log_min_messages = warning
 log_statement = none

@@ -180,6 +180,21 @@ func TestKeyChangesAreRejected(t *testing.T) {
 	}
 }
 
+// TestLongKeysAreRefused: a key longer than synchro.max_key_bytes could not be
+// stored beside a scope in the membership index and would block the stream
+// when materialized; the fence refuses the write (54000) and nothing is written.
+func TestLongKeysAreRefused(t *testing.T) {
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.docs (id text PRIMARY KEY, title text);
+		SELECT synchro.register_table('app.docs', '{"kind":"shared","scope":"all"}');
+		INSERT INTO app.docs VALUES (repeat('k', 1024), 'longest')`)
+	requireState(t, d.ExecErr(`INSERT INTO app.docs VALUES (repeat('k', 1023) || 'é', 'too long')`), "54000", "limited to 1024 bytes")
+	if n := queryInt(t, d, `SELECT count(*) FROM app.docs`); n != 1 {
+		t.Fatalf("%d rows, want only the 1024-byte key", n)
+	}
+}
+
 func TestPartitionRowMoveIsRejected(t *testing.T) {
 	d := testdb.New(t)
 	d.Exec(t, `CREATE SCHEMA app;

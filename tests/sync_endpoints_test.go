@@ -1011,6 +1011,7 @@ func TestSyncEndpointPushOutcomes(t *testing.T) {
 			{"v-pk-wrong-column", "docs", map[string]any{"key": "d3"}, "update", map[string]any{"title": "x"}, `"id"`, ""},
 			{"v-pk-two-columns", "docs", map[string]any{"id": "d3", "owner_id": "u1"}, "update", map[string]any{"title": "x"}, `"id"`, ""},
 			{"v-pk-empty", "docs", map[string]any{}, "update", map[string]any{"title": "x"}, `"id"`, ""},
+			{"v-pk-too-long", "docs", map[string]any{"id": strings.Repeat("zz-long-key-", 100)}, "insert", map[string]any{"owner_id": "u1"}, `"id" is longer than 1024 bytes`, "zz-long-key-"},
 			{"v-key-differs", "docs", map[string]any{"id": "d3"}, "update", map[string]any{"id": "zz-other-key-zz"}, `"id"`, "zz-other-key-zz"},
 			{"v-empty-update", "docs", map[string]any{"id": "d3"}, "update", map[string]any{}, "", ""},
 			{"v-base64", "docs", map[string]any{"id": "d3"}, "update", map[string]any{"data": "zz*not*base64*zz"}, `"data"`, "zz*not*base64*zz"},

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/synchro-sync/synchro/internal/testdb"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
@@ -192,6 +194,39 @@ type committed struct {
 // commitTxn runs the statements as one transaction on one connection.
 func commitTxn(t *testing.T, d *testdb.DB, statements string) committed {
 	t.Helper()
+	return commitSteps(t, d, sqlStep(statements))
+}
+
+// txnStep is one step of a source transaction, run on its connection.
+type txnStep func(ctx context.Context, conn *pgx.Conn) error
+
+// shapeSQL is a step running statements (simple protocol: several at once).
+func sqlStep(sql string) txnStep {
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, sql)
+		return err
+	}
+}
+
+// shapeCopy is a step copying text-format data into a relation's columns.
+func copyStep(copySQL, data string) txnStep {
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.PgConn().CopyFrom(ctx, strings.NewReader(data), copySQL)
+		return err
+	}
+}
+
+// copyText escapes a value for COPY's text format.
+func copyText(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`).Replace(s)
+}
+
+// shapeCommit runs the steps as one transaction on one connection and commits
+// it. It reads the transaction's fences after the commit, on the same
+// connection, so that fences of deferred triggers (which fire at commit) are
+// included.
+func commitSteps(t *testing.T, d *testdb.DB, steps ...txnStep) committed {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := d.Pool.Acquire(ctx)
 	if err != nil {
@@ -205,21 +240,36 @@ func commitTxn(t *testing.T, d *testdb.DB, statements string) committed {
 	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, statements); err != nil {
-		_, _ = conn.Exec(ctx, "ROLLBACK")
-		t.Fatalf("transaction %q: %v", statements, err)
+	for i, step := range steps {
+		if err := step(ctx, conn.Conn()); err != nil {
+			_, _ = conn.Exec(ctx, "ROLLBACK")
+			t.Fatalf("step %d of the transaction: %v", i, err)
+		}
 	}
-	if err := conn.QueryRow(ctx, `
-		SELECT (pg_current_xact_id()::text::numeric % 4294967296)::bigint,
-		       coalesce((SELECT array_agg(fence_id::text ORDER BY dml_ordinal) FROM synchro.fence
-		                 WHERE xid = pg_current_xact_id()), '{}')`).Scan(&c.xid, &c.fences); err != nil {
-		_, _ = conn.Exec(ctx, "ROLLBACK")
+	var xid8 string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid8); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-		t.Fatal(err)
+		t.Fatalf("commit: %v", err)
 	}
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&c.after); err != nil {
+		t.Fatal(err)
+	}
+	return committedXid(t, conn, xid8, c.before, c.after)
+}
+
+// committedXid describes the committed transaction with full xid xid8, reading
+// its fences through q (a connection, or the pool).
+func committedXid(t *testing.T, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, xid8, before, after string) committed {
+	t.Helper()
+	c := committed{before: before, after: after}
+	if err := q.QueryRow(context.Background(), `
+		SELECT ($1::xid8::text::numeric % 4294967296)::bigint,
+		       coalesce((SELECT array_agg(fence_id::text ORDER BY dml_ordinal) FROM synchro.fence WHERE xid = $1::xid8), '{}')`,
+		xid8).Scan(&c.xid, &c.fences); err != nil {
 		t.Fatal(err)
 	}
 	return c

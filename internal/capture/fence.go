@@ -49,10 +49,12 @@ type Fence struct {
 // Key is the canonical text of the fence's row identity key (new key for
 // inserts and updates, old key for deletes), as pgoutput renders key values.
 func (f Fence) Key() string {
+	raw := f.NewKey
 	if f.Op == "delete" {
-		return KeyText(f.OldKey)
+		raw = f.OldKey
 	}
-	return KeyText(f.NewKey)
+	key, _ := KeyText(raw) // ParseFence validated it
+	return key
 }
 
 // ParseFence decodes and validates one fence message. Every field is required
@@ -90,7 +92,8 @@ func ParseFence(b []byte) (Fence, error) {
 		return f, fmt.Errorf("fence message: unknown registration_kind")
 	}
 	hasOld, hasNew := len(f.OldKey) > 0, len(f.NewKey) > 0
-	oldText, newText := KeyText(f.OldKey), KeyText(f.NewKey)
+	oldText, oldValid := KeyText(f.OldKey)
+	newText, newValid := KeyText(f.NewKey)
 	switch f.Op {
 	case "insert":
 		if hasOld || !hasNew {
@@ -107,7 +110,7 @@ func ParseFence(b []byte) (Fence, error) {
 	default:
 		return f, fmt.Errorf("fence message: unknown op")
 	}
-	if hasOld && oldText == "" || hasNew && newText == "" {
+	if hasOld && !oldValid || hasNew && !newValid {
 		return f, fmt.Errorf("fence message: key is not a string or integer")
 	}
 	return f, nil
@@ -291,27 +294,27 @@ func canonicalUUID(s string) bool {
 	return true
 }
 
-// KeyText renders a JSON key (string or integer) as canonical text; "" when it
-// is neither.
-func KeyText(raw json.RawMessage) string {
+// KeyText renders a JSON key (string or integer) as canonical text; valid is
+// false when it is neither. The empty string is a valid string key.
+func KeyText(raw json.RawMessage) (text string, valid bool) {
 	raw = bytes.TrimSpace(raw)
 	s := string(raw)
 	switch {
 	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && plain(s[1:len(s)-1]):
-		return s[1 : len(s)-1]
+		return s[1 : len(s)-1], true
 	case len(s) > 0 && s[0] == '"':
 		// Escapes, or not one string at all.
 		var t string
 		if err := json.Unmarshal(raw, &t); err == nil {
-			return t
+			return t, true
 		}
 	case isInteger(s):
 		// As json.Number.Int64 would have it: an integer that fits in int64.
 		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return s
+			return s, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // RegistryActivation is the message that activates a registry generation.

@@ -106,6 +106,9 @@ func fenceCases() []fenceCase {
 		{name: "largest int64 key", in: fence(KindSynced, "insert", `"new_key":9223372036854775807`), want: want(KindSynced, "insert", "", "9223372036854775807"), key: "9223372036854775807"},
 		{name: "smallest int64 key", in: fence(KindSynced, "delete", `"old_key":-9223372036854775808`), want: want(KindSynced, "delete", "-9223372036854775808", ""), key: "-9223372036854775808"},
 		{name: "zero key", in: fence(KindSynced, "insert", `"new_key":0`), want: want(KindSynced, "insert", "", "0"), key: "0"},
+		// PostgreSQL takes '' as a text key like any other.
+		{name: "empty string key", in: fence(KindSynced, "insert", `"new_key":""`), want: want(KindSynced, "insert", "", `""`), key: ""},
+		{name: "update empty string keys", in: withKeys(`""`, `""`), want: want(KindSynced, "update", `""`, `""`), key: ""},
 		// Today's behaviour, kept as is: -0 passes as an integer with text "-0".
 		{name: "negative zero key", in: fence(KindSynced, "insert", `"new_key":-0`), want: want(KindSynced, "insert", "", "-0"), key: "-0"},
 		// Update keys are compared by key text, not by their JSON.
@@ -224,7 +227,6 @@ func fenceCases() []fenceCase {
 		{name: "update equal float keys", in: withKeys(`1.5`, `1.5`), err: "key is not a string or integer"},
 		{name: "update null keys", in: withKeys(`null`, `null`), err: "key is not a string or integer"},
 		{name: "update equal bool keys", in: withKeys(`true`, `true`), err: "key is not a string or integer"},
-		{name: "update empty string keys", in: withKeys(`""`, `""`), err: "key is not a string or integer"},
 		{name: "delete with new_key", in: fence(KindSynced, "delete", `"old_key":7`, `"new_key":7`), err: "delete needs old_key only"},
 		{name: "delete without old_key", in: fence(KindSynced, "delete"), err: "delete needs old_key only"},
 		{name: "float key", in: fence(KindSynced, "insert", `"new_key":1.5`), err: "key is not a string or integer"},
@@ -235,7 +237,6 @@ func fenceCases() []fenceCase {
 		{name: "true key", in: fence(KindSynced, "insert", `"new_key":true`), err: "key is not a string or integer"},
 		{name: "false key", in: fence(KindSynced, "delete", `"old_key":false`), err: "key is not a string or integer"},
 		{name: "null key", in: fence(KindSynced, "insert", `"new_key":null`), err: "key is not a string or integer"},
-		{name: "empty string key", in: fence(KindSynced, "insert", `"new_key":""`), err: "key is not a string or integer"},
 		{name: "object key", in: fence(KindSynced, "insert", `"new_key":{"id":1}`), err: "key is not a string or integer"},
 		{name: "array key", in: fence(KindSynced, "delete", `"old_key":[1]`), err: "key is not a string or integer"},
 		{name: "malformed key", in: fence(KindSynced, "insert", `"new_key":01`), err: "invalid character"},
@@ -314,15 +315,20 @@ func FuzzParseLayout(f *testing.F) {
 }
 
 func TestKeyText(t *testing.T) {
+	const invalid = "\x00invalid" // not a key
 	for in, want := range map[string]string{
 		`7`: "7", `-7`: "-7", `0`: "0", `-0`: "-0", ` 7 `: "7", "\u00a07": "7",
-		`9223372036854775807`: "9223372036854775807", `9223372036854775808`: "",
-		`"k"`: "k", ` "k" `: "k", `"\u0041\\"`: `A\`, `""`: "", `"k`: "", `"k"x`: "",
-		`1.5`: "", `1.0`: "", `1e3`: "", `01`: "", `+1`: "", `- 1`: "", `1 2`: "",
-		`true`: "", `null`: "", `{}`: "", `[1]`: "", ``: "",
+		`9223372036854775807`: "9223372036854775807", `9223372036854775808`: invalid,
+		`"k"`: "k", ` "k" `: "k", `"\u0041\\"`: `A\`, `""`: "", `"\u0000"`: "\x00", `"k`: invalid, `"k"x`: invalid,
+		`1.5`: invalid, `1.0`: invalid, `1e3`: invalid, `01`: invalid, `+1`: invalid, `- 1`: invalid, `1 2`: invalid,
+		`true`: invalid, `null`: invalid, `{}`: invalid, `[1]`: invalid, ``: invalid,
 	} {
-		if got := KeyText(json.RawMessage(in)); got != want {
-			t.Errorf("KeyText(%q) = %q, want %q", in, got, want)
+		got, valid := KeyText(json.RawMessage(in))
+		if !valid {
+			got = invalid
+		}
+		if got != want {
+			t.Errorf("KeyText(%q) = %q, %v, want %q", in, got, valid, want)
 		}
 	}
 }

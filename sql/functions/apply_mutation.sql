@@ -53,6 +53,8 @@ BEGIN
        OR (r.key_type <> 'string' AND (jsonb_typeof(pkv) <> 'number' OR pkv::text !~ '^-?[0-9]{1,19}$')) THEN
         detail := format('pk column "%s" must be %s', r.key_column,
                          CASE WHEN r.key_type = 'string' THEN 'a string' ELSE 'an integer' END);
+    ELSIF octet_length(pkv #>> '{}') > synchro.max_key_bytes() THEN
+        detail := format('pk column "%s" is longer than %s bytes', r.key_column, synchro.max_key_bytes());
     ELSIF jsonb_typeof(cols) IS DISTINCT FROM 'object' THEN
         detail := 'columns must be an object';
     ELSE

@@ -3,7 +3,8 @@
 -- schema, name, OID, key column, table_id ('' for a capture dependency).
 -- For each row operation that occurs it
 --   * rejects a key change (a later BEFORE trigger may have changed the key after
---     synchro.key_guard) and a row written frozen by COPY ... FREEZE (0A000);
+--     synchro.key_guard) and a row written frozen by COPY ... FREEZE (0A000), and
+--     a key longer than synchro.max_key_bytes (54000);
 --   * locks the canonical identity reservation (synchro.row_head) and checks
 --     that the fences of one row identity fire in the order of its operations:
 --     within a transaction, an UPDATE or DELETE must start from the tuple the
@@ -73,6 +74,11 @@ BEGIN
         END IF;
     END IF;
     key_text := coalesce(new_key, old_key) #>> '{}';
+    IF octet_length(key_text) > synchro.max_key_bytes() THEN
+        RAISE EXCEPTION 'synchro: primary key of a row of %.% is % bytes long; registered keys are limited to % bytes',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, octet_length(key_text), synchro.max_key_bytes()
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
 
     -- Reserve the identity; the conflict update is skipped when the order check fails.
     INSERT INTO synchro.row_head AS h (relation_id, key, version, fence_xid, fence_ctid)

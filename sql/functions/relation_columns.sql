@@ -1,5 +1,6 @@
--- synchro.relation_columns: the live (not dropped) columns of a relation in
--- column order.
+-- synchro.relation_columns: the columns of a relation that capture can carry, in
+-- column order: live (not dropped) and not generated (PostgreSQL's logical
+-- decoding leaves stored generated columns out of every row it decodes).
 CREATE OR REPLACE FUNCTION synchro.relation_columns(rel oid)
 RETURNS name[]
 LANGUAGE sql STABLE STRICT
@@ -7,5 +8,5 @@ SET search_path = pg_catalog
 AS $$
     SELECT coalesce(array_agg(attname ORDER BY attnum), '{}')
     FROM pg_attribute
-    WHERE attrelid = rel AND attnum > 0 AND NOT attisdropped
+    WHERE attrelid = rel AND attnum > 0 AND NOT attisdropped AND attgenerated = ''
 $$;
