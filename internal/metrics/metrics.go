@@ -1,6 +1,7 @@
 // Package metrics exports Synchro's Prometheus metrics: capture lag, poison
-// state and readiness read from the database at scrape time, the worker's batches, and HTTP
-// requests per route and status. Every method is safe on a nil *Metrics.
+// state and readiness read from the database at scrape time, the worker's
+// batches, and HTTP requests per route and status. Every method is safe on a nil
+// *Metrics.
 package metrics
 
 import (

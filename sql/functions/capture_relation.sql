@@ -1,8 +1,9 @@
 -- synchro.capture_relation: records a validated relation in the registry under
 -- generation g, with the type and attribute number of each registered column
 -- (the worker and readiness treat a change of either as relation drift), and
--- returns its immutable relation_id. The relation must not be registered yet. synchro.install_capture then installs its triggers (after a
--- synced table's synced_table row exists, whose table_id the fence carries).
+-- returns its immutable relation_id. The relation must not be registered yet.
+-- synchro.install_capture then installs its triggers (after a synced table's
+-- synced_table row exists, whose table_id the fence carries).
 CREATE OR REPLACE FUNCTION synchro.capture_relation(rel oid, kind text, cols name[], g bigint)
 RETURNS bigint
 LANGUAGE plpgsql
