@@ -783,24 +783,8 @@ func TestShapeJSONWithNULIsRefusedUpFront(t *testing.T) {
 func shapeOutcome(t *testing.T, d *testdb.DB, sql, refused string) (committed, bool) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := d.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	var before, xid8 string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, "BEGIN;"+sql)
-	if err == nil {
-		err = conn.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid8)
-	}
-	if err == nil {
-		_, err = conn.Exec(ctx, "COMMIT")
-	}
+	c, err := tryCommit(t, d, sqlStep(sql))
 	if err != nil || refused != "" {
-		_, _ = conn.Exec(ctx, "ROLLBACK")
 		if state := sqlState(err); state != refused || refused == "" {
 			t.Fatalf("the transaction ended with SQLSTATE %q (%v); want %q", state, err, refused)
 		}
@@ -810,11 +794,6 @@ func shapeOutcome(t *testing.T, d *testdb.DB, sql, refused string) (committed, b
 		ledgerOf(t, d, later)
 		return committed{}, false
 	}
-	var after string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&after); err != nil {
-		t.Fatal(err)
-	}
-	c := committedXid(t, conn, xid8, before, after)
 	// Fail at once with the poison record rather than the timeout.
 	waitFor(t, "the transaction materialized or quarantined", 30*time.Second, func() (bool, error) {
 		var done bool

@@ -221,11 +221,22 @@ func copyText(s string) string {
 	return strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`).Replace(s)
 }
 
-// shapeCommit runs the steps as one transaction on one connection and commits
-// it. It reads the transaction's fences after the commit, on the same
-// connection, so that fences of deferred triggers (which fire at commit) are
-// included.
+// commitSteps runs the steps as one transaction on one connection and commits
+// it (tryCommit); the test fails if it does not commit.
 func commitSteps(t *testing.T, d *testdb.DB, steps ...txnStep) committed {
+	t.Helper()
+	c, err := tryCommit(t, d, steps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// tryCommit runs the steps as one transaction on one connection and commits it,
+// or returns the error that ended it (rolled back). It reads the transaction's
+// fences after the commit, on the same connection, so that fences of deferred
+// triggers (which fire at commit) are included.
+func tryCommit(t *testing.T, d *testdb.DB, steps ...txnStep) (committed, error) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := d.Pool.Acquire(ctx)
@@ -243,7 +254,7 @@ func commitSteps(t *testing.T, d *testdb.DB, steps ...txnStep) committed {
 	for i, step := range steps {
 		if err := step(ctx, conn.Conn()); err != nil {
 			_, _ = conn.Exec(ctx, "ROLLBACK")
-			t.Fatalf("step %d of the transaction: %v", i, err)
+			return c, fmt.Errorf("step %d of the transaction: %w", i, err)
 		}
 	}
 	var xid8 string
@@ -251,12 +262,12 @@ func commitSteps(t *testing.T, d *testdb.DB, steps ...txnStep) committed {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-		t.Fatalf("commit: %v", err)
+		return c, fmt.Errorf("commit: %w", err)
 	}
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&c.after); err != nil {
 		t.Fatal(err)
 	}
-	return committedXid(t, conn, xid8, c.before, c.after)
+	return committedXid(t, conn, xid8, c.before, c.after), nil
 }
 
 // committedXid describes the committed transaction with full xid xid8, reading
