@@ -346,30 +346,50 @@ func TestDriftRefusedBeforeCapture(t *testing.T) {
 // TestCatalogDriftBlocksCapture: drift that no decoded transaction shows (the
 // stream carries a re-added column's name and type, and a partition's rows under
 // the partitioned root) blocks capture from the catalog: nothing later is
-// materialized, and readiness names the drift.
+// materialized, and readiness names the drift. Where the catalog can be put back
+// (a partition's replica identity), capture resumes with the held transactions,
+// each materialized once; a re-added column cannot be (its values are gone) and
+// needs a stream reset.
 func TestCatalogDriftBlocksCapture(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, ddl, write, reason string }{
-		{"column_dropped_and_added_again",
-			`ALTER TABLE app.t DROP COLUMN v; ALTER TABLE app.t ADD COLUMN v text`,
-			`INSERT INTO app.t VALUES ('SECRET-k', '1', 'SECRET-a', 'SECRET-123')`,
-			"app.t has a registered column dropped and added again"},
-		{"partition_replica_identity_full",
-			`ALTER TABLE app.parts_1 REPLICA IDENTITY FULL`,
-			`UPDATE app.parts SET v = 'SECRET-123' WHERE id = 1`,
-			"app.parts has a partition with a replica identity other than DEFAULT"},
+	for _, tc := range []struct{ name, ddl, write, reason, repair string }{
+		{name: "column_dropped_and_added_again",
+			ddl:    `ALTER TABLE app.t DROP COLUMN v; ALTER TABLE app.t ADD COLUMN v text`,
+			write:  `INSERT INTO app.t VALUES ('SECRET-k', '1', 'SECRET-a', 'SECRET-123')`,
+			reason: "app.t has a registered column dropped and added again"},
+		{name: "partition_replica_identity_full",
+			ddl:    `ALTER TABLE app.parts_1 REPLICA IDENTITY FULL`,
+			write:  `UPDATE app.parts SET v = 'SECRET-123' WHERE id = 1`,
+			reason: "app.parts has a partition with a replica identity other than DEFAULT",
+			repair: `ALTER TABLE app.parts_1 REPLICA IDENTITY DEFAULT`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newDriftEnv(t)
-			e.d.Exec(t, tc.ddl)
-			commitTxn(t, e.d, tc.write)
-			later := commitTxn(t, e.d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
-			requireBlockedByCatalogDrift(t, e.d, e.cfg.WorkerID, e.log, later)
-			waitReadiness(t, e.d, "worker", "registry")
-			if reason := queryText(t, e.d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(reason, tc.reason) {
+			d := e.d
+			d.Exec(t, tc.ddl)
+			held := commitTxn(t, d, tc.write)
+			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
+			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
+			waitReadiness(t, d, "worker", "registry")
+			if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(reason, tc.reason) {
 				t.Fatalf("registry check: %q, want %q", reason, tc.reason)
 			}
+			if tc.repair == "" {
+				return
+			}
+			d.Exec(t, tc.repair)
+			waitMaterialized(t, d)
+			for _, c := range []committed{held, later} {
+				if _, _, events, applied := ledgerOf(t, d, c); events != 1 || applied != 1 {
+					t.Fatalf("held transaction %d: %d events, %d applied; want 1 and 1", c.xid, events, applied)
+				}
+			}
+			requireImage(t, d, "app.parts", "1", `{"id": 1, "v": "SECRET-123"}`)
+			requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
+			requireEffectVersions(t, d)
+			requireDigests(t, d)
+			waitReadiness(t, d)
 		})
 	}
 }
