@@ -411,6 +411,122 @@ func TestNewPartitionNeedsTruncateGuard(t *testing.T) {
 			t.Fatalf("call %d of guard_partitions installed %d guards, want %d", i+1, n, want)
 		}
 	}
+	if got := rowsOf(t, d, recordedPartitions); !slices.Equal(got, []string{"app.parts_1", "app.parts_2"}) {
+		t.Fatalf("recorded partitions %v, want app.parts_1 and app.parts_2", got)
+	}
+	waitReadiness(t, d)
+}
+
+// recordedPartitions lists the recorded partitions of registered relations
+// that are still in their partition tree.
+const recordedPartitions = `SELECT rp.partition_name FROM synchro.relation_partition rp
+	JOIN synchro.relation r USING (relation_id)
+	WHERE rp.partition_oid IN (SELECT relid FROM pg_partition_tree(r.relation_oid::regclass))
+	ORDER BY 1`
+
+// TestLostPartitionBlocksCapture: a partition detached (also CONCURRENTLY) or
+// dropped other than through synchro.detach_partition takes its rows out of
+// the registered relation without a row event. No decoded transaction shows
+// it, so the catalog check blocks capture (no poison record) and readiness
+// names the partition; attaching it again repairs it, and the transactions
+// held meanwhile are materialized once each. A partition of a partition is
+// recorded and watched too.
+func TestLostPartitionBlocksCapture(t *testing.T) {
+	t.Parallel()
+	const attach = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
+	for _, tc := range []struct{ name, ddl, lost, repair string }{
+		{name: "detached", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1`, lost: "app.parts_1", repair: attach},
+		{name: "detached_concurrently", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1 CONCURRENTLY`,
+			lost: "app.parts_1", repair: attach},
+		{name: "dropped", ddl: `DROP TABLE app.parts_1`, lost: "app.parts_1"},
+		{name: "subpartition_dropped",
+			ddl: `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000) PARTITION BY RANGE (id);
+				CREATE TABLE app.parts_2a PARTITION OF app.parts_2 FOR VALUES FROM (1000) TO (1500);
+				SELECT synchro.guard_partitions();
+				INSERT INTO app.parts VALUES (1001, 'SECRET-123');
+				DROP TABLE app.parts_2a`,
+			lost: "app.parts_2a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			d := e.d
+			d.Exec(t, tc.ddl)
+			held := commitTxn(t, d, `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`)
+			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
+			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
+			waitReadiness(t, d, "worker", "registry")
+			want := "app.parts lost partition " + tc.lost + " (detached or dropped"
+			if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(reason, want) {
+				t.Fatalf("registry check: %q, want %q", reason, want)
+			}
+			if tc.repair == "" {
+				return
+			}
+			d.Exec(t, tc.repair)
+			waitMaterialized(t, d)
+			for _, c := range []committed{held, later} {
+				if _, _, events, applied := ledgerOf(t, d, c); events != 1 || applied != 1 {
+					t.Fatalf("held transaction %d: %d events, %d applied; want 1 and 1", c.xid, events, applied)
+				}
+			}
+			requireImage(t, d, "app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`)
+			requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
+			requireEffectVersions(t, d)
+			requireDigests(t, d)
+			waitReadiness(t, d)
+		})
+	}
+}
+
+// TestDetachPartitionReleasesEmptyPartition: synchro.detach_partition refuses
+// a partition that holds rows (55000) and a table that is no recorded
+// partition (42809), changing nothing; once the rows are deleted (captured
+// like any delete) it detaches the partition and releases it, so that neither
+// the detached table nor dropping it is drift, and capture goes on.
+func TestDetachPartitionReleasesEmptyPartition(t *testing.T) {
+	t.Parallel()
+	e := newDriftEnv(t)
+	d := e.d
+	ctx := context.Background()
+	d.Exec(t, `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000);
+		SELECT synchro.guard_partitions()`)
+	commitTxn(t, d, `INSERT INTO app.parts VALUES (1500, 'SECRET-123')`)
+	waitMaterialized(t, d)
+
+	_, err := d.Pool.Exec(ctx, `SELECT synchro.detach_partition('app.parts_2')`)
+	requireState(t, err, "55000", "partition app.parts_2 still holds rows")
+	if strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("the refusal shows row data: %v", err)
+	}
+	for _, rel := range []string{"app.t", "app.parts"} {
+		_, err := d.Pool.Exec(ctx, `SELECT synchro.detach_partition($1)`, rel)
+		requireState(t, err, "42809", rel+" is not a recorded partition of a registered relation")
+	}
+	if got := rowsOf(t, d, recordedPartitions); !slices.Equal(got, []string{"app.parts_1", "app.parts_2"}) {
+		t.Fatalf("after the refusals: recorded partitions %v, want app.parts_1 and app.parts_2", got)
+	}
+	waitReadiness(t, d)
+
+	deleted := commitTxn(t, d, `DELETE FROM app.parts WHERE id = 1500`)
+	d.Exec(t, `SELECT synchro.detach_partition('app.parts_2')`)
+	if n := queryInt(t, d, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'app.parts_2'::regclass`); n != 0 {
+		t.Fatalf("the detached table keeps %d triggers", n)
+	}
+	d.Exec(t, `DROP TABLE app.parts_2`)
+	later := commitTxn(t, d, `INSERT INTO app.parts VALUES (2, 'after')`)
+	waitMaterialized(t, d)
+	for _, c := range []committed{deleted, later} {
+		if _, _, events, applied := ledgerOf(t, d, c); events != 1 || applied != 1 {
+			t.Fatalf("transaction %d: %d events, %d applied; want 1 and 1", c.xid, events, applied)
+		}
+	}
+	requireImage(t, d, "app.parts", "1500", "")
+	requireImage(t, d, "app.parts", "2", `{"id": 2, "v": "after"}`)
+	if got := rowsOf(t, d, `SELECT partition_name FROM synchro.relation_partition ORDER BY 1`); !slices.Equal(got, []string{"app.parts_1"}) {
+		t.Fatalf("recorded partitions %v, want only app.parts_1", got)
+	}
+	requireDigests(t, d)
 	waitReadiness(t, d)
 }
 

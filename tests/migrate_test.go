@@ -391,17 +391,55 @@ func TestMigrationRecordsTypesOfRegisteredColumns(t *testing.T) {
 		t.Fatalf("registration recorded %v", want)
 	}
 	// Back to schema version 5, then migrate.
-	d.Exec(t, `ALTER TABLE synchro.relation DROP COLUMN column_types, DROP COLUMN column_attnums;
-		DELETE FROM synchro.goose_db_version WHERE version_id = 6`)
+	d.Exec(t, `DROP TABLE synchro.relation_partition;
+		ALTER TABLE synchro.relation DROP COLUMN column_types, DROP COLUMN column_attnums;
+		DELETE FROM synchro.goose_db_version WHERE version_id IN (6, 7)`)
 	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Applied, []int64{6}) {
-		t.Fatalf("applied migrations %v, want [6]", res.Applied)
+	if !slices.Equal(res.Applied, []int64{6, 7}) {
+		t.Fatalf("applied migrations %v, want [6 7]", res.Applied)
 	}
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, want) {
 		t.Fatalf("migration recorded %v, want %v", got, want)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
+		t.Fatalf("%d relations drifted after the migration", n)
+	}
+}
+
+// TestMigrationRecordsPartitionsOfRegisteredRelations: a database that
+// registered a partitioned relation before migration 00007 gets its
+// partitions, at every level, recorded as they are, and readiness sees no
+// drift.
+func TestMigrationRecordsPartitionsOfRegisteredRelations(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.p (id bigint PRIMARY KEY, v text) PARTITION BY RANGE (id);
+		CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10) PARTITION BY RANGE (id);
+		CREATE TABLE app.p1a PARTITION OF app.p1 FOR VALUES FROM (0) TO (5);
+		CREATE TABLE app.t (id int PRIMARY KEY);
+		SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}');
+		SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}');
+		CREATE TABLE app.p2 PARTITION OF app.p FOR VALUES FROM (10) TO (20)`)
+	recorded := `SELECT partition_name FROM synchro.relation_partition ORDER BY 1`
+	if got := rowsOf(t, d, recorded); !slices.Equal(got, []string{"app.p1", "app.p1a"}) {
+		t.Fatalf("registration recorded %v", got)
+	}
+	// Back to schema version 6, then migrate: the partition created after
+	// registration is recorded too.
+	d.Exec(t, `DROP TABLE synchro.relation_partition; DELETE FROM synchro.goose_db_version WHERE version_id = 7`)
+	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Applied, []int64{7}) {
+		t.Fatalf("applied migrations %v, want [7]", res.Applied)
+	}
+	if got := rowsOf(t, d, recorded); !slices.Equal(got, []string{"app.p1", "app.p1a", "app.p2"}) {
+		t.Fatalf("migration recorded %v", got)
 	}
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
 		t.Fatalf("%d relations drifted after the migration", n)

@@ -373,8 +373,9 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 // that no decoded transaction can show (synchro.catalog_drift): it was dropped,
 // perhaps recreated under its name (writes to the new table have no fence
 // triggers and no publication membership, so they never reach the stream), a
-// registered column was dropped and added again, or a partition's replica
-// identity changed (ADR 001, "Registry activation and relation drift"). Drift
+// registered column was dropped and added again, a recorded partition was
+// detached or dropped, or a partition's replica identity changed (ADR 001,
+// "Registry activation and relation drift"). Drift
 // that decoded row events show blocks the stream at the first of them.
 func (w *Worker) catalogDrift(ctx context.Context) error {
 	var id int64

@@ -3,8 +3,10 @@
 -- data): the relation was dropped (writes to a table recreated under its name
 -- never reach the stream), a registered column was dropped and added again
 -- under its name and type (the values it held are gone without a row event),
--- or a partition's replica identity is not DEFAULT (pgoutput describes a
--- partition's rows by the partitioned root). The worker blocks capture while
+-- a recorded partition left the partition tree (detached or dropped: its rows
+-- left the relation without row events; synchro.detach_partition releases an
+-- empty one first), or a partition's replica identity is not DEFAULT (pgoutput
+-- describes a partition's rows by the partitioned root). The worker blocks capture while
 -- any exists; readiness reports them as registry drift (ADR 001, "Registry
 -- activation and relation drift"). Drift that decoded transactions show (a
 -- rename, a schema move, a key or replica identity change of the relation, a
@@ -28,13 +30,21 @@ BEGIN
                                                      AND a.attnum > 0 AND NOT a.attisdropped
                                   WHERE a.attnum IS DISTINCT FROM u.num)
                          THEN 'has a registered column dropped and added again'
+                     WHEN lost.name IS NOT NULL
+                         THEN format('lost partition %s (detached or dropped while it may have held rows)', lost.name)
                      WHEN c.relkind = 'p' AND EXISTS (SELECT FROM pg_partition_tree(c.oid::regclass) t
                                                       JOIN pg_class pc ON pc.oid = t.relid
                                                       WHERE t.relid::oid <> c.oid AND pc.relreplident <> 'd')
                          THEN 'has a partition with a replica identity other than DEFAULT'
                  END AS problem
           FROM synchro.relation r
-          LEFT JOIN pg_class c ON c.oid = r.relation_oid) d
+          LEFT JOIN pg_class c ON c.oid = r.relation_oid
+          -- The first recorded partition no longer in the tree.
+          LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
+                             WHERE rp.relation_id = r.relation_id
+                               AND NOT EXISTS (SELECT FROM pg_partition_tree(r.relation_oid::regclass) t
+                                               WHERE t.relid::oid = rp.partition_oid)
+                             ORDER BY rp.partition_name LIMIT 1) lost ON true) d
     WHERE d.problem IS NOT NULL
     ORDER BY d.relation_id;
 END

@@ -1,7 +1,9 @@
 -- synchro.guard_partitions: installs the synchro_truncate_guard (BEFORE TRUNCATE)
 -- trigger on every partition, at any level, of the registered partitioned
--- relation rid (by default: of every one) that has no trigger of that name, and
--- returns how many it installed. PostgreSQL clones row triggers onto new
+-- relation rid (by default: of every one) that has no trigger of that name,
+-- records every such partition in synchro.relation_partition (one that later
+-- leaves the tree without synchro.detach_partition is relation drift:
+-- synchro.catalog_drift), and returns how many guards it installed. PostgreSQL clones row triggers onto new
 -- partitions but not statement triggers, and with publish_via_partition_root the
 -- TRUNCATE of a single partition is not decoded at all: without this guard it
 -- would empty the partition unseen (ADR 001, "TRUNCATE and replica identity").
@@ -33,6 +35,14 @@ BEGIN
                        synchro.qualified_name(part));
         installed := installed + 1;
     END LOOP;
+    INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name)
+    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid)
+    FROM synchro.relation r
+    JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
+    CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
+    WHERE (rid IS NULL OR r.relation_id = rid)
+      AND t.relid::oid <> r.relation_oid
+    ON CONFLICT DO NOTHING;
     RETURN installed;
 END
 $$;
