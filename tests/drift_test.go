@@ -428,7 +428,8 @@ const recordedPartitions = `SELECT rp.partition_name FROM synchro.relation_parti
 // dropped other than through synchro.detach_partition takes its rows out of
 // the registered relation without a row event. No decoded transaction shows
 // it, so the catalog check blocks capture (no poison record) and readiness
-// names the partition; attaching it again repairs it, and the transactions
+// names the partition. Attaching it again, or for a dropped one the
+// operator's synchro.forget_lost_partition, repairs it, and the transactions
 // held meanwhile are materialized once each. A partition of a partition is
 // recorded and watched too.
 func TestLostPartitionBlocksCapture(t *testing.T) {
@@ -438,14 +439,15 @@ func TestLostPartitionBlocksCapture(t *testing.T) {
 		{name: "detached", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1`, lost: "app.parts_1", repair: attach},
 		{name: "detached_concurrently", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1 CONCURRENTLY`,
 			lost: "app.parts_1", repair: attach},
-		{name: "dropped", ddl: `DROP TABLE app.parts_1`, lost: "app.parts_1"},
+		{name: "dropped", ddl: `DROP TABLE app.parts_1`, lost: "app.parts_1",
+			repair: `SELECT synchro.forget_lost_partition('app.parts_1')`},
 		{name: "subpartition_dropped",
 			ddl: `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000) PARTITION BY RANGE (id);
 				CREATE TABLE app.parts_2a PARTITION OF app.parts_2 FOR VALUES FROM (1000) TO (1500);
 				SELECT synchro.guard_partitions();
 				INSERT INTO app.parts VALUES (1001, 'SECRET-123');
 				DROP TABLE app.parts_2a`,
-			lost: "app.parts_2a"},
+			lost: "app.parts_2a", repair: `SELECT synchro.forget_lost_partition('app.parts_2a')`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -481,7 +483,8 @@ func TestLostPartitionBlocksCapture(t *testing.T) {
 
 // TestDetachPartitionReleasesEmptyPartition: synchro.detach_partition refuses
 // a partition that holds rows (55000) and a table that is no recorded
-// partition (42809), changing nothing; once the rows are deleted (captured
+// partition (42809), and synchro.forget_lost_partition one that is not lost
+// (42704), changing nothing; once the rows are deleted (captured
 // like any delete) it detaches the partition and releases it, so that neither
 // the detached table nor dropping it is drift, and capture goes on.
 func TestDetachPartitionReleasesEmptyPartition(t *testing.T) {
@@ -502,6 +505,10 @@ func TestDetachPartitionReleasesEmptyPartition(t *testing.T) {
 	for _, rel := range []string{"app.t", "app.parts"} {
 		_, err := d.Pool.Exec(ctx, `SELECT synchro.detach_partition($1)`, rel)
 		requireState(t, err, "42809", rel+" is not a recorded partition of a registered relation")
+	}
+	for _, name := range []string{"app.parts_2", "app.nope"} {
+		_, err := d.Pool.Exec(ctx, `SELECT synchro.forget_lost_partition($1)`, name)
+		requireState(t, err, "42704", "no recorded partition named "+name+" has left its partition tree")
 	}
 	if got := rowsOf(t, d, recordedPartitions); !slices.Equal(got, []string{"app.parts_1", "app.parts_2"}) {
 		t.Fatalf("after the refusals: recorded partitions %v, want app.parts_1 and app.parts_2", got)

@@ -45,6 +45,7 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 		`SELECT synchro.register_dependency('app.docs')`,
 		`SELECT synchro.guard_partitions()`,
 		`SELECT synchro.detach_partition('app.docs')`,
+		`SELECT synchro.forget_lost_partition('app.docs')`,
 		`SELECT synchro.materialize_transaction('[]')`,
 		`SELECT synchro.record_acknowledgement('0/0')`,
 		`SELECT synchro.quarantine('0/1', '0/2', 1, 'decode_error', NULL, NULL)`,
