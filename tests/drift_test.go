@@ -345,14 +345,26 @@ func TestDriftRefusedBeforeCapture(t *testing.T) {
 
 // TestCatalogDriftBlocksCapture: drift that no decoded transaction shows (the
 // stream carries a re-added column's name and type, and a partition's rows under
-// the partitioned root) blocks capture from the catalog: nothing later is
-// materialized, and readiness names the drift. Where the catalog can be put back
-// (a partition's replica identity), capture resumes with the held transactions,
-// each materialized once; a re-added column cannot be (its values are gone) and
-// needs a stream reset.
+// the partitioned root; a detached or dropped partition leaves no row events)
+// blocks capture from the catalog: nothing later is materialized, and readiness
+// names the drift. Where the catalog can be put back (a partition's replica
+// identity, a detached partition attached again) or the owner attests that a
+// dropped partition held no rows (synchro.forget_lost_partition), capture
+// resumes with the held transactions, each materialized once; a re-added
+// column cannot be (its values are gone) and needs a stream reset. A partition
+// of a partition is recorded and watched too.
 func TestCatalogDriftBlocksCapture(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, ddl, write, reason, repair string }{
+	const (
+		attach     = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
+		writeT     = `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`
+		lostReason = " (detached or dropped while it may have held rows)"
+	)
+	imageT := [3]string{"app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`}
+	for _, tc := range []struct {
+		name, ddl, write, reason, repair string
+		image                            [3]string // relation, key and image of write after the repair
+	}{
 		{name: "column_dropped_and_added_again",
 			ddl:    `ALTER TABLE app.t DROP COLUMN v; ALTER TABLE app.t ADD COLUMN v text`,
 			write:  `INSERT INTO app.t VALUES ('SECRET-k', '1', 'SECRET-a', 'SECRET-123')`,
@@ -361,7 +373,23 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			ddl:    `ALTER TABLE app.parts_1 REPLICA IDENTITY FULL`,
 			write:  `UPDATE app.parts SET v = 'SECRET-123' WHERE id = 1`,
 			reason: "app.parts has a partition with a replica identity other than DEFAULT",
-			repair: `ALTER TABLE app.parts_1 REPLICA IDENTITY DEFAULT`},
+			repair: `ALTER TABLE app.parts_1 REPLICA IDENTITY DEFAULT`,
+			image:  [3]string{"app.parts", "1", `{"id": 1, "v": "SECRET-123"}`}},
+		{name: "partition_detached", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1`, write: writeT,
+			reason: "app.parts lost partition app.parts_1" + lostReason, repair: attach, image: imageT},
+		{name: "partition_detached_concurrently", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1 CONCURRENTLY`,
+			write: writeT, reason: "app.parts lost partition app.parts_1" + lostReason, repair: attach, image: imageT},
+		{name: "partition_dropped", ddl: `DROP TABLE app.parts_1`, write: writeT,
+			reason: "app.parts lost partition app.parts_1" + lostReason,
+			repair: `SELECT synchro.forget_lost_partition('app.parts_1')`, image: imageT},
+		{name: "subpartition_dropped",
+			ddl: `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000) PARTITION BY RANGE (id);
+				CREATE TABLE app.parts_2a PARTITION OF app.parts_2 FOR VALUES FROM (1000) TO (1500);
+				SELECT synchro.guard_partitions();
+				INSERT INTO app.parts VALUES (1001, 'SECRET-123');
+				DROP TABLE app.parts_2a`,
+			write: writeT, reason: "app.parts lost partition app.parts_2a" + lostReason,
+			repair: `SELECT synchro.forget_lost_partition('app.parts_2a')`, image: imageT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -385,7 +413,7 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 					t.Fatalf("held transaction %d: %d events, %d applied; want 1 and 1", c.xid, events, applied)
 				}
 			}
-			requireImage(t, d, "app.parts", "1", `{"id": 1, "v": "SECRET-123"}`)
+			requireImage(t, d, tc.image[0], tc.image[1], tc.image[2])
 			requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
 			requireEffectVersions(t, d)
 			requireDigests(t, d)
@@ -423,63 +451,6 @@ const recordedPartitions = `SELECT rp.partition_name FROM synchro.relation_parti
 	JOIN synchro.relation r USING (relation_id)
 	WHERE rp.partition_oid IN (SELECT relid FROM pg_partition_tree(r.relation_oid::regclass))
 	ORDER BY 1`
-
-// TestLostPartitionBlocksCapture: a partition detached (also CONCURRENTLY) or
-// dropped other than through synchro.detach_partition takes its rows out of
-// the registered relation without a row event. No decoded transaction shows
-// it, so the catalog check blocks capture (no poison record) and readiness
-// names the partition. Attaching it again, or for a dropped one the
-// operator's synchro.forget_lost_partition, repairs it, and the transactions
-// held meanwhile are materialized once each. A partition of a partition is
-// recorded and watched too.
-func TestLostPartitionBlocksCapture(t *testing.T) {
-	t.Parallel()
-	const attach = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
-	for _, tc := range []struct{ name, ddl, lost, repair string }{
-		{name: "detached", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1`, lost: "app.parts_1", repair: attach},
-		{name: "detached_concurrently", ddl: `ALTER TABLE app.parts DETACH PARTITION app.parts_1 CONCURRENTLY`,
-			lost: "app.parts_1", repair: attach},
-		{name: "dropped", ddl: `DROP TABLE app.parts_1`, lost: "app.parts_1",
-			repair: `SELECT synchro.forget_lost_partition('app.parts_1')`},
-		{name: "subpartition_dropped",
-			ddl: `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000) PARTITION BY RANGE (id);
-				CREATE TABLE app.parts_2a PARTITION OF app.parts_2 FOR VALUES FROM (1000) TO (1500);
-				SELECT synchro.guard_partitions();
-				INSERT INTO app.parts VALUES (1001, 'SECRET-123');
-				DROP TABLE app.parts_2a`,
-			lost: "app.parts_2a", repair: `SELECT synchro.forget_lost_partition('app.parts_2a')`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newDriftEnv(t)
-			d := e.d
-			d.Exec(t, tc.ddl)
-			held := commitTxn(t, d, `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`)
-			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
-			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
-			waitReadiness(t, d, "worker", "registry")
-			want := "app.parts lost partition " + tc.lost + " (detached or dropped"
-			if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(reason, want) {
-				t.Fatalf("registry check: %q, want %q", reason, want)
-			}
-			if tc.repair == "" {
-				return
-			}
-			d.Exec(t, tc.repair)
-			waitMaterialized(t, d)
-			for _, c := range []committed{held, later} {
-				if _, _, events, applied := ledgerOf(t, d, c); events != 1 || applied != 1 {
-					t.Fatalf("held transaction %d: %d events, %d applied; want 1 and 1", c.xid, events, applied)
-				}
-			}
-			requireImage(t, d, "app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`)
-			requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
-			requireEffectVersions(t, d)
-			requireDigests(t, d)
-			waitReadiness(t, d)
-		})
-	}
-}
 
 // TestDetachPartitionReleasesEmptyPartition: synchro.detach_partition refuses
 // a partition that holds rows (55000) and a table that is no recorded
