@@ -40,10 +40,10 @@ BEGIN
           FROM synchro.relation r
           LEFT JOIN pg_class c ON c.oid = r.relation_oid
           -- The first recorded partition no longer in the tree.
+          -- (The tree is listed once per relation, not once per recorded partition.)
           LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
-                             WHERE rp.relation_id = r.relation_id
-                               AND NOT EXISTS (SELECT FROM pg_partition_tree(r.relation_oid::regclass) t
-                                               WHERE t.relid::oid = rp.partition_oid)
+                             LEFT JOIN pg_partition_tree(r.relation_oid::regclass) t ON t.relid::oid = rp.partition_oid
+                             WHERE rp.relation_id = r.relation_id AND t.relid IS NULL
                              ORDER BY rp.partition_name LIMIT 1) lost ON true) d
     WHERE d.problem IS NOT NULL
     ORDER BY d.relation_id;
