@@ -423,89 +423,33 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 }
 
 // TestNewPartitionNeedsTruncateGuard: a partition created after registration
-// has the cloned row triggers but no truncate guard, which readiness reports
-// until synchro.guard_partitions installs it (once).
+// has the cloned row triggers but no truncate or partition guard, which
+// readiness reports until synchro.guard_partitions installs them (once).
 func TestNewPartitionNeedsTruncateGuard(t *testing.T) {
 	t.Parallel()
 	e := newDriftEnv(t)
 	d := e.d
 	d.Exec(t, `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000)`)
 	waitReadiness(t, d, "triggers")
-	if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'triggers'`); !strings.Contains(reason, "synchro_truncate_guard on app.parts_2 is missing") {
-		t.Fatalf("triggers check: %q, want the missing truncate guard of app.parts_2", reason)
+	if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'triggers'`); !strings.Contains(reason, "synchro_partition_guard on app.parts_2 is missing") {
+		t.Fatalf("triggers check: %q, want the missing partition guard of app.parts_2", reason)
 	}
-	for i, want := range []int64{1, 0} {
+	for i, want := range []int64{2, 0} {
 		if n := queryInt(t, d, `SELECT synchro.guard_partitions()`); n != want {
 			t.Fatalf("call %d of guard_partitions installed %d guards, want %d", i+1, n, want)
 		}
 	}
-	if got := rowsOf(t, d, recordedPartitions); !slices.Equal(got, []string{"app.parts_1", "app.parts_2"}) {
-		t.Fatalf("recorded partitions %v, want app.parts_1 and app.parts_2", got)
-	}
+	requireRecorded(t, d, "app.parts_1", "app.parts_2")
 	waitReadiness(t, d)
 }
 
-// recordedPartitions lists the recorded partitions of registered relations
-// that are still in their partition tree.
-const recordedPartitions = `SELECT rp.partition_name FROM synchro.relation_partition rp
-	JOIN synchro.relation r USING (relation_id)
-	WHERE rp.partition_oid IN (SELECT relid FROM pg_partition_tree(r.relation_oid::regclass))
-	ORDER BY 1`
-
-// TestDetachPartitionReleasesEmptyPartition: synchro.detach_partition refuses
-// a partition that holds rows (55000) and a table that is no recorded
-// partition (42809), and synchro.forget_lost_partition one that is not lost
-// (42704), changing nothing; once the rows are deleted (captured
-// like any delete) it detaches the partition and releases it, so that neither
-// the detached table nor dropping it is drift, and capture goes on.
-func TestDetachPartitionReleasesEmptyPartition(t *testing.T) {
-	t.Parallel()
-	e := newDriftEnv(t)
-	d := e.d
-	ctx := context.Background()
-	d.Exec(t, `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000);
-		SELECT synchro.guard_partitions()`)
-	commitTxn(t, d, `INSERT INTO app.parts VALUES (1500, 'SECRET-123')`)
-	waitMaterialized(t, d)
-
-	_, err := d.Pool.Exec(ctx, `SELECT synchro.detach_partition('app.parts_2')`)
-	requireState(t, err, "55000", "partition app.parts_2 still holds rows")
-	if strings.Contains(err.Error(), "SECRET") {
-		t.Fatalf("the refusal shows row data: %v", err)
+// requireRecorded asserts the partitions recorded in synchro.relation_partition
+// (their names when recorded), in name order.
+func requireRecorded(t *testing.T, d *testdb.DB, want ...string) {
+	t.Helper()
+	if got := rowsOf(t, d, `SELECT partition_name FROM synchro.relation_partition ORDER BY 1`); !slices.Equal(got, want) {
+		t.Fatalf("recorded partitions %v, want %v", got, want)
 	}
-	for _, rel := range []string{"app.t", "app.parts"} {
-		_, err := d.Pool.Exec(ctx, `SELECT synchro.detach_partition($1)`, rel)
-		requireState(t, err, "42809", rel+" is not a recorded partition of a registered relation")
-	}
-	for _, name := range []string{"app.parts_2", "app.nope"} {
-		_, err := d.Pool.Exec(ctx, `SELECT synchro.forget_lost_partition($1)`, name)
-		requireState(t, err, "42704", "no recorded partition named "+name+" has left its partition tree")
-	}
-	if got := rowsOf(t, d, recordedPartitions); !slices.Equal(got, []string{"app.parts_1", "app.parts_2"}) {
-		t.Fatalf("after the refusals: recorded partitions %v, want app.parts_1 and app.parts_2", got)
-	}
-	waitReadiness(t, d)
-
-	deleted := commitTxn(t, d, `DELETE FROM app.parts WHERE id = 1500`)
-	d.Exec(t, `SELECT synchro.detach_partition('app.parts_2')`)
-	if n := queryInt(t, d, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'app.parts_2'::regclass`); n != 0 {
-		t.Fatalf("the detached table keeps %d triggers", n)
-	}
-	d.Exec(t, `DROP TABLE app.parts_2`)
-	later := commitTxn(t, d, `INSERT INTO app.parts VALUES (2, 'after')`)
-	waitMaterialized(t, d)
-	for _, c := range []committed{deleted, later} {
-		if _, _, events, applied := ledgerOf(t, d, c); events != 1 || applied != 1 {
-			t.Fatalf("transaction %d: %d events, %d applied; want 1 and 1", c.xid, events, applied)
-		}
-	}
-	requireImage(t, d, "app.parts", "1500", "")
-	requireImage(t, d, "app.parts", "2", `{"id": 2, "v": "after"}`)
-	if got := rowsOf(t, d, `SELECT partition_name FROM synchro.relation_partition ORDER BY 1`); !slices.Equal(got, []string{"app.parts_1"}) {
-		t.Fatalf("recorded partitions %v, want only app.parts_1", got)
-	}
-	requireDigests(t, d)
-	waitReadiness(t, d)
 }
 
 // TestAddedUnsyncedColumnKeepsCapturing: a column added after registration is

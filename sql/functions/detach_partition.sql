@@ -1,36 +1,46 @@
 -- synchro.detach_partition: detaches part, a recorded partition (at any level)
--- of a registered partitioned relation, that holds no rows, and releases it:
--- its records in synchro.relation_partition and its truncate guards go, so
--- that neither the detached table nor a later DROP TABLE of it is relation
--- drift. Detaching or dropping a partition any other way takes its rows out of
--- the registered relation without a row event, which synchro.catalog_drift
--- reports and which blocks capture until the partition is attached again
--- (ADR 001, "Registry activation and relation drift").
+-- of a registered partitioned relation that is in its tree now
+-- (synchro.partition_relation) and holds no rows, and releases it: its
+-- records in synchro.relation_partition and its guards go, so that neither
+-- the detached table nor a later DROP TABLE of it is relation drift.
+-- Detaching or dropping a partition any other way takes its rows out of the
+-- registered relation without a row event, which synchro.catalog_drift
+-- reports and which blocks capture (ADR 001, "Registry activation and
+-- relation drift").
 -- It refuses (55000) a partition that holds rows: delete them first, each
 -- delete passes a fence and clients see the rows go. The partition stays
 -- locked (ACCESS EXCLUSIVE) from the emptiness check to the end of the
--- transaction, so no row can enter it in between. It refuses (42809) a table
--- that is not a recorded partition of a registered relation, and changes
--- nothing when it refuses.
+-- transaction, so no row can enter it in between; the check reads a snapshot
+-- taken after the lock, so it refuses (25000) to run in a REPEATABLE READ or
+-- SERIALIZABLE transaction, whose snapshot may predate the lock, and it sees
+-- every row whatever row security policies say (row_security off: a policy
+-- that would hide rows makes it fail, 42501). It refuses (42809) a table that
+-- is not a recorded partition in its registered relation's tree now, and
+-- changes nothing when it refuses.
 CREATE OR REPLACE FUNCTION synchro.detach_partition(part regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog
+SET row_security = off
 AS $$
 DECLARE
-    rid bigint;
+    rid bigint := synchro.partition_relation(part);
     parent oid;
     populated boolean;
     released oid[];
     guarded regclass;
+    guard name;
 BEGIN
-    SELECT rp.relation_id INTO rid FROM synchro.relation_partition rp WHERE rp.partition_oid = part::oid;
-    SELECT i.inhparent INTO parent FROM pg_inherits i WHERE i.inhrelid = part::oid;
-    IF rid IS NULL OR parent IS NULL THEN
+    IF rid IS NULL THEN
         RAISE EXCEPTION 'synchro: % is not a recorded partition of a registered relation', synchro.qualified_name(part)
             USING ERRCODE = 'wrong_object_type',
-                  HINT = 'Partitions are recorded by synchro.guard_partitions(), which registration calls; call it after creating or attaching one.';
+                  HINT = 'Partitions are recorded by synchro.guard_partitions(), which registration calls; call it after creating or attaching one. A lost partition is named by synchro.catalog_drift().';
     END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'synchro: detach_partition must run in a READ COMMITTED transaction: its emptiness check needs a snapshot taken after it locks the partition'
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    SELECT i.inhparent INTO parent FROM pg_inherits i WHERE i.inhrelid = part::oid;
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', synchro.qualified_name(part));
     EXECUTE format('SELECT EXISTS (SELECT FROM %s)', synchro.qualified_name(part)) INTO populated;
     IF populated THEN
@@ -41,10 +51,11 @@ BEGIN
     END IF;
     released := ARRAY(SELECT t.relid::oid FROM pg_partition_tree(part) t);
     EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', synchro.qualified_name(parent), synchro.qualified_name(part));
-    FOR guarded IN
-        SELECT g.tgrelid FROM pg_trigger g WHERE g.tgrelid = ANY (released) AND g.tgname = 'synchro_truncate_guard'
+    FOR guarded, guard IN
+        SELECT g.tgrelid, g.tgname FROM pg_trigger g
+        WHERE g.tgrelid = ANY (released) AND g.tgname IN ('synchro_truncate_guard', 'synchro_partition_guard')
     LOOP
-        EXECUTE format('DROP TRIGGER synchro_truncate_guard ON %s', synchro.qualified_name(guarded));
+        EXECUTE format('DROP TRIGGER %I ON %s', guard, synchro.qualified_name(guarded));
     END LOOP;
     DELETE FROM synchro.relation_partition rp WHERE rp.relation_id = rid AND rp.partition_oid = ANY (released);
 END

@@ -128,7 +128,8 @@ BEGIN
     ),
     -- The first missing, disabled or altered capture trigger of each registered
     -- relation: key guard, fence and truncate guard on the relation and on every
-    -- partition (row triggers are cloned; truncate guards are installed by
+    -- partition, and the partition guard on every partition (row triggers are
+    -- cloned; truncate and partition guards are installed by
     -- synchro.guard_partitions); enabled means fires in ordinary sessions (O or
     -- A). The fence carries the registered identity.
     trig AS (
@@ -147,16 +148,18 @@ BEGIN
                    JOIN pg_class pc ON pc.oid = pt.relid
                    JOIN pg_namespace pn ON pn.oid = pc.relnamespace
                    CROSS JOIN (VALUES ('synchro_key_guard', 'key_guard', 27::int2,
-                                       ARRAY[r.key_column::text, CASE WHEN rc.relkind = 'p' THEN 'partitioned' ELSE '' END]),
+                                       ARRAY[r.key_column::text, CASE WHEN rc.relkind = 'p' THEN 'partitioned' ELSE '' END], false),
                                       ('synchro_fence', 'fence', 29::int2,
                                        ARRAY[r.relation_id::text, r.registration_kind, r.schema_name::text, r.relation_name::text,
-                                             r.relation_oid::text, r.key_column::text, coalesce(st.table_id::text, '')]),
-                                      ('synchro_truncate_guard', 'truncate_guard', 34::int2, ARRAY[]::text[]))
-                        e(name, func, tgtype, args)
+                                             r.relation_oid::text, r.key_column::text, coalesce(st.table_id::text, '')], false),
+                                      ('synchro_truncate_guard', 'truncate_guard', 34::int2, ARRAY[]::text[], false),
+                                      ('synchro_partition_guard', 'partition_guard', 30::int2, ARRAY[]::text[], true))
+                        e(name, func, tgtype, args, partitions_only)
                    LEFT JOIN pg_trigger t ON t.tgrelid = pt.relid AND t.tgname = e.name
                    LEFT JOIN pg_proc pr ON pr.oid = t.tgfoid
                    LEFT JOIN pg_namespace prn ON prn.oid = pr.pronamespace
-                   WHERE (t.tgenabled IN ('O', 'A') AND prn.nspname = 'synchro' AND pr.proname = e.func
+                   WHERE (pt.level > 0 OR NOT e.partitions_only)
+                     AND (t.tgenabled IN ('O', 'A') AND prn.nspname = 'synchro' AND pr.proname = e.func
                           AND t.tgtype = e.tgtype AND t.tgnargs = cardinality(e.args)
                           AND t.tgargs = (SELECT coalesce(string_agg(convert_to(a, getdatabaseencoding()) || '\x00'::bytea, ''::bytea ORDER BY i), ''::bytea)
                                           FROM unnest(e.args) WITH ORDINALITY x(a, i))) IS NOT TRUE
