@@ -14,6 +14,8 @@ CREATE TABLE synchro.relation_partition (
     partition_name text NOT NULL, -- schema-qualified, when recorded: names it once it is gone
     PRIMARY KEY (relation_id, partition_oid)
 );
+-- The partition guard looks a partition up on every statement that writes it directly.
+CREATE INDEX relation_partition_by_oid ON synchro.relation_partition (partition_oid);
 INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name)
 SELECT r.relation_id, t.relid, format('%I.%I', n.nspname, pc.relname)
 FROM synchro.relation r
