@@ -835,7 +835,7 @@ func TestPartitionDetachUnderRowSecurity(t *testing.T) {
 	t.Parallel()
 	e := newPartitionEnv(t)
 	d := e.d
-	role := "audit_owner_" + strings.ToLower(d.Name[len(d.Name)-8:])
+	role := "part_owner_" + strings.ToLower(d.Name[len(d.Name)-8:])
 	d.Exec(t, `CREATE ROLE `+role+` NOLOGIN`)
 	t.Cleanup(func() {
 		_ = d.ExecErr(`DROP OWNED BY ` + role)
