@@ -438,21 +438,10 @@ func TestMaterializationIsDeterministic(t *testing.T) {
 
 	b := testdb.New(t)
 	b.Exec(t, determinismSetup)
-	first := startStreaming(t, b, workerConfig(b, "wb"))
-	first.stop(t)
-	for _, sql := range determinismWorkload {
-		commitTxn(t, b, sql)
-	}
-	cfg := workerConfig(b, "wb")
-	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
-	startWorker(t, b, cfg)
-	waitMaterialized(t, b)
+	materializeInOneBatch(t, b, startStreaming(t, b, workerConfig(b, "wb")), determinismWorkload)
 
 	if n := queryInt(t, a, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger`); n != int64(len(determinismWorkload)) {
 		t.Fatalf("database A materialized in %d batches, want one per transaction", n)
-	}
-	if n := queryInt(t, b, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger`); n != 1 {
-		t.Fatalf("database B materialized in %d batches, want one", n)
 	}
 	sa, sb := materializedState(t, a), materializedState(t, b)
 	if len(sa["txn_ledger"]) != len(determinismWorkload) || len(sa["effect"]) == 0 {
@@ -854,24 +843,8 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 
 	// The durable transaction rebuilt from the ledgers with its events and
 	// images, then a new transaction whose fence is recorded by hand.
-	d.Exec(t, `INSERT INTO synchro.fence (fence_id, relation_id, op, key, version, dml_ordinal, xid)
-		SELECT '00000000-0000-0000-0000-0000000000f3', relation_id, 'insert', '3', 'v3', 1, xid FROM synchro.fence LIMIT 1`)
-	d.Exec(t, `SELECT synchro.materialize_scratch();
-		INSERT INTO synchro_seg_event (seq, commit_lsn, o, r, k, op, img, partial, f, v)
-		SELECT 1, e.commit_lsn, e.event_ordinal, e.relation_id, e.key, e.op, pr.image, false, e.fence_id, e.version
-		FROM synchro.event_ledger e
-		JOIN synchro.projection pr ON pr.relation_id = e.relation_id AND pr.key = e.key
-		WHERE e.commit_lsn = '`+commitLSN+`'
-		UNION ALL
-		SELECT 2, 'FFFF/0', 0, r.relation_id, '3', 'insert', '{"id": 3, "owner": "a"}', false, '00000000-0000-0000-0000-0000000000f3', 'v3'
-		FROM synchro.relation r WHERE r.relation_id = (SELECT relation_id FROM synchro.fence LIMIT 1);
-		SELECT synchro.materialize_transaction(jsonb_build_array(
-		(SELECT jsonb_build_object('commit_lsn', l.commit_lsn, 'end_lsn', l.end_lsn, 'xid', l.xid, 'commit_time', l.commit_time,
-		        'event_count', l.event_count, 'applied', l.applied_count, 'registry_generation', p.registry_generation)
-		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = '`+commitLSN+`'),
-		(SELECT jsonb_build_object('commit_lsn', 'FFFF/0', 'end_lsn', 'FFFF/10', 'xid', l.xid, 'commit_time', l.commit_time,
-		        'event_count', 1, 'applied', 1, 'registry_generation', p.registry_generation)
-		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = '`+commitLSN+`')))`)
+	replayThenMaterialize(t, d, commitLSN, newEvent{relationID: queryInt(t, d, `SELECT relation_id FROM synchro.fence LIMIT 1`),
+		key: "3", op: "insert", image: `{"id": 3, "owner": "a"}`, fenceID: "00000000-0000-0000-0000-0000000000f3", version: "v3"})
 
 	after := state()
 	var added []string
@@ -1026,4 +999,80 @@ func TestPartialImageWithoutProjectionIsQuarantined(t *testing.T) {
 		t.Fatalf("%d projections, want none", n)
 	}
 	requireRedacted(t, d, log)
+}
+
+// materializeInOneBatch stops first, the database's worker, commits each of
+// workload as a transaction of its own, then starts a worker (wb) that takes
+// them all in one batch, waits until they are materialized and asserts that one
+// materializing transaction did it.
+func materializeInOneBatch(t *testing.T, d *testdb.DB, first *runningWorker, workload []string) {
+	t.Helper()
+	if err := first.stop(t); err != nil {
+		t.Fatalf("first worker: %v", err)
+	}
+	before := queryText(t, d, `SELECT coalesce(max(commit_lsn), '0/0')::text FROM synchro.txn_ledger`)
+	for _, sql := range workload {
+		commitTxn(t, d, sql)
+	}
+	cfg := workerConfig(d, "wb")
+	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
+	startWorker(t, d, cfg)
+	waitMaterialized(t, d)
+	if n := queryInt(t, d, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger WHERE commit_lsn > $1::pg_lsn`, before); n != 1 {
+		t.Fatalf("the workload materialized in %d batches, want one", n)
+	}
+}
+
+// newEvent is the one event of a transaction made up by hand (its fence is
+// recorded by replayThenMaterialize).
+type newEvent struct {
+	relationID                       int64
+	key, op, image, fenceID, version string
+}
+
+// replayThenMaterialize hands materialize_transaction a batch of the durable
+// transaction at commitLSN, rebuilt from the ledgers with its events and
+// their projected images (a replay), followed by a new transaction at FFFF/0
+// with the one event ev, whose fence it records first.
+func replayThenMaterialize(t *testing.T, d *testdb.DB, commitLSN string, ev newEvent) {
+	t.Helper()
+	d.Exec(t, `INSERT INTO synchro.fence (fence_id, relation_id, op, key, version, dml_ordinal, xid)
+		SELECT $1::uuid, $2, $3, $4, $5, 1, (SELECT xid FROM synchro.fence LIMIT 1)`,
+		ev.fenceID, ev.relationID, ev.op, ev.key, ev.version)
+	// One database transaction, as the worker runs it: the scratch tables are
+	// the session's.
+	ctx := context.Background()
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	for _, step := range []struct {
+		sql  string
+		args []any
+	}{
+		{`SELECT synchro.materialize_scratch()`, nil},
+		{`INSERT INTO synchro_seg_event (seq, commit_lsn, o, r, k, op, img, partial, f, v)
+		SELECT 1, e.commit_lsn, e.event_ordinal, e.relation_id, e.key, e.op, pr.image, false, e.fence_id, e.version
+		FROM synchro.event_ledger e
+		LEFT JOIN synchro.projection pr ON pr.relation_id = e.relation_id AND pr.key = e.key
+		WHERE e.commit_lsn = $1::pg_lsn
+		UNION ALL
+		SELECT 2, 'FFFF/0', 0, $2, $3, $4, $5::jsonb, false, $6::uuid, $7`,
+			[]any{commitLSN, ev.relationID, ev.key, ev.op, ev.image, ev.fenceID, ev.version}},
+		{`SELECT synchro.materialize_transaction(jsonb_build_array(
+		(SELECT jsonb_build_object('commit_lsn', l.commit_lsn, 'end_lsn', l.end_lsn, 'xid', l.xid, 'commit_time', l.commit_time,
+		        'event_count', l.event_count, 'applied', l.applied_count, 'registry_generation', p.registry_generation)
+		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = $1::pg_lsn),
+		(SELECT jsonb_build_object('commit_lsn', 'FFFF/0', 'end_lsn', 'FFFF/10', 'xid', l.xid, 'commit_time', l.commit_time,
+		        'event_count', 1, 'applied', 1, 'registry_generation', p.registry_generation)
+		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = $1::pg_lsn)))`, []any{commitLSN}},
+	} {
+		if _, err := tx.Exec(ctx, step.sql, step.args...); err != nil {
+			t.Fatalf("replay batch: %v", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
