@@ -630,6 +630,9 @@ func (s *stream) quarantine(ctx context.Context, txn *capture.Txn, f *capture.Fa
 	if sqlstate != "" {
 		state = &sqlstate
 	}
+	// Blocked before the record is durable: no heartbeat may report streaming
+	// once it is (the session's end would set the state only later).
+	s.w.setState("blocked")
 	var id int64
 	err := s.w.pool.QueryRow(ctx, `SELECT synchro.quarantine($1::pg_lsn, $2::pg_lsn, $3, $4, $5, $6)`,
 		txn.CommitLSN.String(), txn.EndLSN.String(), int64(txn.Xid), f.Class, state, rel).Scan(&id)
