@@ -135,7 +135,8 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 	if err != nil {
 		return out, err
 	}
-	for _, p := range pairs {
+	for i := range pairs {
+		p := &pairs[i]
 		r, _ := reg.byID(p.Reg.RelationID)
 		ev := batchEvent{Ordinal: p.Event.Ordinal, RelationID: p.Reg.RelationID, Key: p.Key, Op: p.Event.Op,
 			Version: p.Fence.Version}
@@ -174,6 +175,10 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 			last[id] = rowImage{img, partial}
 			ev.Image, ev.Partial = img, partial
 		}
+		// The decoded values are in the image now: let them go, so that a large
+		// transaction is not held twice (its quarantine needs only positions).
+		p.Event.Old, p.Event.New = nil, nil
+		txn.Rows[p.Event.Ordinal].Old, txn.Rows[p.Event.Ordinal].New = nil, nil
 		out.Events = append(out.Events, ev)
 	}
 	out.Applied = len(out.Events)

@@ -3,7 +3,6 @@ package wal
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/wire"
@@ -13,8 +12,16 @@ import (
 // wire values (package wire). partial is true when an unchanged TOAST value was left out.
 // The replication session runs with DateStyle ISO and TimeZone UTC.
 func image(cols []capture.Column, registered map[string]uint32) (img json.RawMessage, partial bool, err error) {
-	var b strings.Builder
-	b.WriteByte('{')
+	size := 2
+	for _, c := range cols {
+		if _, ok := registered[c.Name]; ok {
+			size += len(c.Name) + len(c.Text) + 8
+		}
+	}
+	// Sized for values without escapes, so that a large value is not copied
+	// again as the buffer grows; the buffer is the image.
+	b := make([]byte, 0, size)
+	b = append(b, '{')
 	first := true
 	for _, c := range cols {
 		if _, ok := registered[c.Name]; !ok {
@@ -25,20 +32,20 @@ func image(cols []capture.Column, registered map[string]uint32) (img json.RawMes
 			continue
 		}
 		if !first {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		first = false
 		name, _ := json.Marshal(c.Name)
-		b.Write(name)
-		b.WriteByte(':')
+		b = append(b, name...)
+		b = append(b, ':')
 		v, err := value(c)
 		if err != nil {
 			return nil, false, fmt.Errorf("column %q: %w", c.Name, err)
 		}
-		b.Write(v)
+		b = append(b, v...)
 	}
-	b.WriteByte('}')
-	return json.RawMessage(b.String()), partial, nil
+	b = append(b, '}')
+	return json.RawMessage(b), partial, nil
 }
 
 func value(c capture.Column) ([]byte, error) {
