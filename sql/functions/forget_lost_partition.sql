@@ -1,4 +1,4 @@
--- synchro.forget_lost_partition: the operator's way on after a recorded
+-- synchro.forget_lost_partition: the schema owner's way on after a recorded
 -- partition was detached or dropped other than through
 -- synchro.detach_partition, when it is known to have held no rows (or its
 -- rows are accepted as stale for clients): forgets the recorded partitions
