@@ -408,11 +408,7 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			}
 			d.Exec(t, tc.repair)
 			waitMaterialized(t, d)
-			for _, c := range []committed{held, later} {
-				if _, _, events, applied := ledgerOf(t, d, c); events != 1 || applied != 1 {
-					t.Fatalf("held transaction %d: %d events, %d applied; want 1 and 1", c.xid, events, applied)
-				}
-			}
+			requireMaterializedOnce(t, d, 1, held, later)
 			requireImage(t, d, tc.image[0], tc.image[1], tc.image[2])
 			requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
 			requireEffectVersions(t, d)

@@ -128,20 +128,6 @@ func requireNoDrift(t *testing.T, d *testdb.DB) {
 	}
 }
 
-// requireMaterializedOnce asserts that each transaction was materialized once with
-// events row events, all applied.
-func requireMaterializedOnce(t *testing.T, d *testdb.DB, events int, txns ...committed) {
-	t.Helper()
-	for _, c := range txns {
-		if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, c.xid); n != 1 {
-			t.Fatalf("transaction %d has %d ledger rows, want 1", c.xid, n)
-		}
-		if _, _, ev, applied := ledgerOf(t, d, c); ev != events || applied != events {
-			t.Fatalf("transaction %d: %d events, %d applied; want %d and %d", c.xid, ev, applied, events, events)
-		}
-	}
-}
-
 // requireUnblocked asserts that the stream is unblocked and consistent:
 // everything materialized, projections equal to the live rows, digests and
 // effect versions consistent, no catalog drift, no poison record, nothing

@@ -181,6 +181,20 @@ func waitBlocked(t *testing.T, d *testdb.DB, workerID string, span time.Duration
 	})
 }
 
+// requireMaterializedOnce asserts that each transaction was materialized once with
+// events row events, all applied.
+func requireMaterializedOnce(t *testing.T, d *testdb.DB, events int, txns ...committed) {
+	t.Helper()
+	for _, c := range txns {
+		if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, c.xid); n != 1 {
+			t.Fatalf("transaction %d has %d ledger rows, want 1", c.xid, n)
+		}
+		if _, _, ev, applied := ledgerOf(t, d, c); ev != events || applied != events {
+			t.Fatalf("transaction %d: %d events, %d applied; want %d and %d", c.xid, ev, applied, events, events)
+		}
+	}
+}
+
 // committed describes a source transaction a test wrote: its 32-bit xid (as
 // pgoutput reports it), the fence ids it created in DML order, and WAL insert
 // positions read before it began and after it committed, which bound its
