@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/testdb"
+	sqlfiles "github.com/synchro-sync/synchro/sql"
 )
 
 func TestMigrateApplyTwice(t *testing.T) {
@@ -374,6 +378,34 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// migrateDownTo runs the Down sections of the schema migrations after version,
+// newest first, and returns those migrations' versions in order.
+func migrateDownTo(t *testing.T, d *testdb.DB, version int64) []int64 {
+	t.Helper()
+	sqlDB, err := sql.Open("pgx", d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, sqlfiles.Schema(),
+		goose.WithTableName("synchro.goose_db_version"), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, err := p.DownTo(context.Background(), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var later []int64
+	for _, r := range down {
+		later = append([]int64{r.Source.Version}, later...)
+	}
+	if len(later) == 0 {
+		t.Fatalf("no migration after version %d to roll back", version)
+	}
+	return later
+}
+
 // TestMigrationRecordsTypesOfRegisteredColumns: a database that registered
 // relations before migration 00006 gets their captured columns' types and
 // attribute numbers from the catalog, as registration records them now, and
@@ -391,15 +423,13 @@ func TestMigrationRecordsTypesOfRegisteredColumns(t *testing.T) {
 		t.Fatalf("registration recorded %v", want)
 	}
 	// Back to schema version 5, then migrate.
-	d.Exec(t, `DROP TABLE synchro.relation_partition;
-		ALTER TABLE synchro.relation DROP COLUMN column_types, DROP COLUMN column_attnums;
-		DELETE FROM synchro.goose_db_version WHERE version_id IN (6, 7)`)
+	later := migrateDownTo(t, d, 5)
 	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Applied, []int64{6, 7}) {
-		t.Fatalf("applied migrations %v, want [6 7]", res.Applied)
+	if !slices.Equal(res.Applied, later) {
+		t.Fatalf("applied migrations %v, want %v", res.Applied, later)
 	}
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, want) {
 		t.Fatalf("migration recorded %v, want %v", got, want)
@@ -430,13 +460,13 @@ func TestMigrationRecordsPartitionsOfRegisteredRelations(t *testing.T) {
 	}
 	// Back to schema version 6, then migrate: the partition created after
 	// registration is recorded too.
-	d.Exec(t, `DROP TABLE synchro.relation_partition; DELETE FROM synchro.goose_db_version WHERE version_id = 7`)
+	later := migrateDownTo(t, d, 6)
 	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Applied, []int64{7}) {
-		t.Fatalf("applied migrations %v, want [7]", res.Applied)
+	if !slices.Equal(res.Applied, later) {
+		t.Fatalf("applied migrations %v, want %v", res.Applied, later)
 	}
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, []string{"app.p1", "app.p1a", "app.p2"}) {
 		t.Fatalf("migration recorded %v", got)

@@ -30,6 +30,7 @@ type Metrics struct {
 	httpDuration  *prometheus.HistogramVec
 	syncErrors    *prometheus.CounterVec
 	pushOutcomes  *prometheus.CounterVec
+	pruned        prometheus.Counter
 }
 
 // New registers every collector; capture lag and poison state are read from
@@ -56,9 +57,11 @@ func New(pool *pgxpool.Pool) *Metrics {
 			Name: "synchro_sync_errors_total", Help: "Sync protocol error answers by endpoint and error code."}, []string{"endpoint", "code"}),
 		pushOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "synchro_push_mutations_total", Help: "Push mutation outcomes: applied, or the rejection code."}, []string{"outcome"}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "synchro_capture_history_pruned_events_total", Help: "Event-ledger rows and their write fences pruned by this process's worker."}),
 	}
 	m.registry.MustRegister(m.transactions, m.rows, m.batchSize, m.batchDuration, m.httpRequests, m.httpDuration,
-		m.syncErrors, m.pushOutcomes,
+		m.syncErrors, m.pushOutcomes, m.pruned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&captureCollector{pool: pool})
 	return m
@@ -78,6 +81,14 @@ func (m *Metrics) ObserveBatch(transactions, rows int, d time.Duration) {
 	m.rows.Add(float64(rows))
 	m.batchSize.Observe(float64(transactions))
 	m.batchDuration.Observe(d.Seconds())
+}
+
+// ObservePruned records capture history pruned: events event-ledger rows and their fences.
+func (m *Metrics) ObservePruned(events int64) {
+	if m == nil {
+		return
+	}
+	m.pruned.Add(float64(events))
 }
 
 // Middleware counts requests and their latency per route template and status.

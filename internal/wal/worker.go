@@ -46,6 +46,12 @@ type Config struct {
 	RetryInterval     time.Duration // pause before a new session after a failure or while blocked
 	ProgressInterval  time.Duration // how often a worker draining a backlog logs its progress
 
+	// HistoryRetention is how long the event ledger and write fences of an
+	// acknowledged transaction are kept (synchro.prune_capture_history); zero
+	// keeps them for good. PruneInterval is how often the worker prunes.
+	HistoryRetention time.Duration
+	PruneInterval    time.Duration
+
 	// Metrics, when set, records every materialized batch.
 	Metrics *metrics.Metrics
 
@@ -85,13 +91,17 @@ func (c *Config) defaults() {
 	if c.RetryInterval <= 0 {
 		c.RetryInterval = time.Second
 	}
+	if c.PruneInterval <= 0 {
+		c.PruneInterval = time.Minute
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
 }
 
 // minPoolConns is the least pool size a worker runs with: a session holds one
-// connection for the worker role lock and one for materialization.
+// connection for the worker role lock and one for materialization; heartbeats
+// and pruning take one briefly.
 const minPoolConns = 3
 
 // ErrStopped is returned by Run when an AfterStep hook stopped the worker.
@@ -144,6 +154,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	go w.heartbeat(hbCtx)
+	if w.cfg.HistoryRetention > 0 {
+		go w.pruneHistory(hbCtx)
+	}
 	lastBlock := ""
 	for {
 		err := w.session(ctx)

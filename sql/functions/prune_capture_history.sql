@@ -1,0 +1,63 @@
+-- synchro.prune_capture_history: removes the event-ledger rows and the write
+-- fences of at most max_txns source transactions of the active stream
+-- generation, oldest first, each of them acknowledged (its transaction end at or
+-- before the durable acknowledgement, so the slot can never send it again) and
+-- materialized more than keep ago. It stops at the first transaction that is not
+-- both. It keeps the transaction ledger (every replay identity stays durable),
+-- row versions, membership edges, effects, scope digests and poison records,
+-- and never touches a fence that is not materialized. Returns how many
+-- transactions and events it pruned; zeros when there is nothing to prune or
+-- another session is pruning.
+CREATE OR REPLACE FUNCTION synchro.prune_capture_history(keep interval, max_txns integer,
+    OUT transactions bigint, OUT events bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+SET enable_seqscan = off
+AS $$
+DECLARE
+    prog synchro.progress;
+    upto pg_lsn;
+BEGIN
+    transactions := 0;
+    events := 0;
+    IF keep IS NULL OR keep < interval '0' OR max_txns IS NULL OR max_txns < 1 THEN
+        RAISE EXCEPTION 'synchro: prune_capture_history needs a retention of zero or more and a positive transaction limit'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('synchro.prune_capture_history')) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO prog FROM synchro.progress;
+    IF NOT FOUND OR prog.acknowledged_end_lsn IS NULL THEN
+        RETURN;
+    END IF;
+
+    SELECT count(*), max(x.commit_lsn) INTO transactions, upto
+    FROM (SELECT l.commit_lsn,
+                 bool_and(l.end_lsn <= prog.acknowledged_end_lsn AND l.materialized_at < now() - keep)
+                     OVER (ORDER BY l.commit_lsn) AS prunable
+          FROM (SELECT l.commit_lsn, l.end_lsn, l.materialized_at FROM synchro.txn_ledger l
+                WHERE l.stream_generation = prog.stream_generation
+                  AND l.commit_lsn > coalesce(prog.history_pruned_commit_lsn, prog.generation_start_lsn)
+                ORDER BY l.commit_lsn
+                LIMIT max_txns) l) x
+    WHERE x.prunable;
+    IF upto IS NULL THEN
+        RETURN;
+    END IF;
+
+    WITH gone AS (
+        DELETE FROM synchro.event_ledger e
+        WHERE e.stream_generation = prog.stream_generation
+          AND e.commit_lsn > coalesce(prog.history_pruned_commit_lsn, prog.generation_start_lsn)
+          AND e.commit_lsn <= upto
+        RETURNING e.fence_id),
+    fences AS (
+        DELETE FROM synchro.fence f
+        WHERE f.fence_id = ANY (ARRAY(SELECT g.fence_id FROM gone g)) AND f.materialized_lsn IS NOT NULL)
+    SELECT count(*) INTO events FROM gone;
+
+    UPDATE synchro.progress p SET history_pruned_commit_lsn = upto
+    WHERE p.stream_generation = prog.stream_generation;
+END
+$$;
