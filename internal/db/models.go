@@ -117,17 +117,18 @@ type SynchroPoisonTxn struct {
 }
 
 type SynchroProgress struct {
-	Singleton             bool               `json:"singleton"`
-	StreamGeneration      pgtype.UUID        `json:"stream_generation"`
-	SlotName              string             `json:"slot_name"`
-	DatabaseName          string             `json:"database_name"`
-	GenerationStartLsn    interface{}        `json:"generation_start_lsn"`
-	MaterializedCommitLsn interface{}        `json:"materialized_commit_lsn"`
-	MaterializedEndLsn    interface{}        `json:"materialized_end_lsn"`
-	ProcessedEndLsn       interface{}        `json:"processed_end_lsn"`
-	AcknowledgedEndLsn    interface{}        `json:"acknowledged_end_lsn"`
-	RegistryGeneration    int64              `json:"registry_generation"`
-	UpdatedAt             pgtype.Timestamptz `json:"updated_at"`
+	Singleton              bool               `json:"singleton"`
+	StreamGeneration       pgtype.UUID        `json:"stream_generation"`
+	SlotName               string             `json:"slot_name"`
+	DatabaseName           string             `json:"database_name"`
+	GenerationStartLsn     interface{}        `json:"generation_start_lsn"`
+	MaterializedCommitLsn  interface{}        `json:"materialized_commit_lsn"`
+	MaterializedEndLsn     interface{}        `json:"materialized_end_lsn"`
+	ProcessedEndLsn        interface{}        `json:"processed_end_lsn"`
+	AcknowledgedEndLsn     interface{}        `json:"acknowledged_end_lsn"`
+	RegistryGeneration     int64              `json:"registry_generation"`
+	UpdatedAt              pgtype.Timestamptz `json:"updated_at"`
+	HistoryPrunedCommitLsn interface{}        `json:"history_pruned_commit_lsn"`
 }
 
 type SynchroProjection struct {
@@ -163,6 +164,12 @@ type SynchroRelation struct {
 	RegisteredAt     pgtype.Timestamptz `json:"registered_at"`
 	ColumnTypes      []pgtype.Uint32    `json:"column_types"`
 	ColumnAttnums    []int16            `json:"column_attnums"`
+}
+
+type SynchroRelationPartition struct {
+	RelationID    int64         `json:"relation_id"`
+	PartitionOid  pgtype.Uint32 `json:"partition_oid"`
+	PartitionName string        `json:"partition_name"`
 }
 
 type SynchroRowHead struct {
