@@ -259,10 +259,63 @@ func TestNestedStatementFenceOrderViolationFails27000(t *testing.T) {
 		CREATE TRIGGER ab_drop AFTER INSERT OR UPDATE ON app.items FOR EACH ROW EXECUTE FUNCTION app.drop_d()`)
 	requireState(t, d.ExecErr(`INSERT INTO app.items (id) VALUES ('c'), ('d')`), "27000", "nested statement")
 	d.Exec(t, `INSERT INTO app.items (id) VALUES ('e'), ('f')`)
-	requireState(t, d.ExecErr(`UPDATE app.items SET n = 5 WHERE id IN ('e', 'f')`), "27000", "nested statement")
+	err := d.ExecErr(`UPDATE app.items SET n = 5 WHERE id IN ('e', 'f')`)
+	requireState(t, err, "27000", "nested statement")
+	if hint := pgHint(err); hint != "" {
+		t.Fatalf("a nested statement's order violation hints at a table rewrite: %q", hint)
+	}
 	var n int
 	if err := d.Pool.QueryRow(context.Background(), `SELECT n FROM app.items WHERE id = 'b'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("n = %d, %v", n, err)
+	}
+}
+
+// pgHint returns the HINT of a PostgreSQL error.
+func pgHint(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Hint
+	}
+	return ""
+}
+
+// A table rewrite between two writes of one row in one transaction moves the
+// row, so the fence cannot check the second write's order: the transaction is
+// refused (27000) with a hint that names the rewrite, and changes nothing. The
+// same writes with the rewrite committed apart go through.
+func TestTableRewriteBetweenWritesOfOneRowIsRefusedWithAHint(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.items (id text PRIMARY KEY, n int NOT NULL DEFAULT 0);
+		SELECT synchro.register_table('app.items', '{"kind":"shared","scope":"all"}');
+		INSERT INTO app.items (id) VALUES ('a')`)
+	fences := queryInt(t, d, `SELECT count(*) FROM synchro.fence`)
+	for _, rewrite := range []string{
+		`ALTER TABLE app.items ADD COLUMN z integer DEFAULT (random() * 0)::integer`,
+		`ALTER TABLE app.items ALTER COLUMN n TYPE bigint`,
+		`CLUSTER app.items USING items_pkey`,
+	} {
+		for _, second := range []string{`UPDATE app.items SET n = 2 WHERE id = 'a'`, `DELETE FROM app.items WHERE id = 'a'`} {
+			err := d.ExecErr(`UPDATE app.items SET n = 1 WHERE id = 'a'; ` + rewrite + `; ` + second)
+			requireState(t, err, "27000", "fired its fence after a later change")
+			if hint := pgHint(err); !strings.Contains(hint, "app.items was altered in this transaction") ||
+				!strings.Contains(hint, "in a transaction of its own") {
+				t.Fatalf("%s then %s: hint %q does not name the rewrite", rewrite, second, hint)
+			}
+		}
+	}
+	if n := queryInt(t, d, `SELECT n FROM app.items WHERE id = 'a'`); n != 0 {
+		t.Fatalf("a refused transaction changed the row: n = %d", n)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence`); n != fences {
+		t.Fatalf("refused transactions left %d fences", n-fences)
+	}
+	d.Exec(t, `UPDATE app.items SET n = 1 WHERE id = 'a'`)
+	d.Exec(t, `CLUSTER app.items USING items_pkey`)
+	d.Exec(t, `UPDATE app.items SET n = 2 WHERE id = 'a'`)
+	if n := queryInt(t, d, `SELECT n FROM app.items WHERE id = 'a'`); n != 2 {
+		t.Fatalf("n = %d after the writes around a committed rewrite", n)
 	}
 }
 

@@ -10,7 +10,8 @@
 --     within a transaction, an UPDATE or DELETE must start from the tuple the
 --     row's previous fence left (fence_ctid), and an INSERT from no tuple, still
 --     live when its fence fires. A nested statement that changed the row before
---     the fence of an earlier change fired fails the transaction with 27000;
+--     the fence of an earlier change fired fails the transaction with 27000 (with a
+--     hint when a table rewrite earlier in the transaction moved the row);
 --   * allocates an opaque version and a fence_id, increments the transaction-local
 --     registered-DML ordinal (setting synchro.dml_ordinal), records the fence
 --     (bound to the push mutation named by the settings synchro.client_id and
@@ -90,6 +91,19 @@ BEGIN
            OR (TG_OP <> 'INSERT' AND h.fence_ctid = OLD.ctid)
     RETURNING h.xmax = 0 INTO reserved;
     IF reserved IS NULL THEN
+        -- A table rewrite earlier in the transaction (which wrote the relation's
+        -- pg_class row) moved the row, so its position no longer matches the one
+        -- its previous fence recorded: say so, since that is the likelier cause.
+        IF (SELECT ((c.xmin::text::bigint - xid::text::bigint) % 4294967296 + 4294967296) % 4294967296 < 2147483648
+            FROM pg_class c WHERE c.oid = TG_RELID) THEN
+            RAISE EXCEPTION 'synchro: % of a row of %.% fired its fence after a later change of the same row (a nested statement changed it first); fences of one row must follow its operations',
+                TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'triggered_data_change_violation',
+                      HINT = format('%I.%I was altered in this transaction after an earlier change of this row: a table rewrite '
+                                    '(ALTER TABLE ... TYPE, a column with a volatile default, CLUSTER) moves every row, and the fence '
+                                    'cannot order this row''s changes across it. Run the ALTER TABLE or CLUSTER in a transaction of its own.',
+                                    TG_TABLE_SCHEMA, TG_TABLE_NAME);
+        END IF;
         RAISE EXCEPTION 'synchro: % of a row of %.% fired its fence after a later change of the same row (a nested statement changed it first); fences of one row must follow its operations',
             TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
             USING ERRCODE = 'triggered_data_change_violation';
