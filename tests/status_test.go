@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,17 @@ func TestSynchroctlStatus(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("status output lacks %q:\n%s", want, out)
 		}
+	}
+	if !regexp.MustCompile(`(?m)^history_pruned +none$`).MatchString(out) {
+		t.Fatalf("status output does not say no history was pruned:\n%s", out)
+	}
+	waitAcknowledged(t, d)
+	if _, e := prune(t, d, "0", 100); e != 1 {
+		t.Fatalf("pruned %d events, want 1", e)
+	}
+	out = runOK(t, ctl, "status", "--database-url", d.URL)
+	if !regexp.MustCompile(`(?m)^history_pruned +through commit [0-9A-F]+/[0-9A-F]+$`).MatchString(out) {
+		t.Fatalf("status output does not show the pruned history:\n%s", out)
 	}
 
 	var report struct {

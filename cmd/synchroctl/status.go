@@ -80,6 +80,7 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 			{"acknowledged", s.AcknowledgedEnd},
 			{"registry_generation", fmt.Sprint(s.RegistryGeneration)},
 			{"wal_lag", lag},
+			{"history_pruned", map[bool]string{true: "none", false: "through commit " + s.HistoryPrunedCommit}[s.HistoryPrunedCommit == ""]},
 		}); err != nil {
 			return err
 		}

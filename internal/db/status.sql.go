@@ -19,22 +19,24 @@ SELECT stream_generation::text AS stream_generation, slot_name::text AS slot_nam
        processed_end::text AS processed_end, acknowledged_end::text AS acknowledged_end,
        coalesce(slot_confirmed_flush::text, '')::text AS slot_confirmed_flush,
        registry_generation::bigint AS registry_generation, coalesce(wal_lag_bytes, -1)::bigint AS wal_lag_bytes,
-       progress_updated_at::timestamptz AS progress_updated_at
+       progress_updated_at::timestamptz AS progress_updated_at,
+       coalesce(history_pruned_commit::text, '')::text AS history_pruned_commit
 FROM synchro.stream_status()
 `
 
 type GetStreamStatusRow struct {
-	StreamGeneration   string             `json:"stream_generation"`
-	SlotName           string             `json:"slot_name"`
-	GenerationStart    string             `json:"generation_start"`
-	MaterializedCommit string             `json:"materialized_commit"`
-	MaterializedEnd    string             `json:"materialized_end"`
-	ProcessedEnd       string             `json:"processed_end"`
-	AcknowledgedEnd    string             `json:"acknowledged_end"`
-	SlotConfirmedFlush string             `json:"slot_confirmed_flush"`
-	RegistryGeneration int64              `json:"registry_generation"`
-	WalLagBytes        int64              `json:"wal_lag_bytes"`
-	ProgressUpdatedAt  pgtype.Timestamptz `json:"progress_updated_at"`
+	StreamGeneration    string             `json:"stream_generation"`
+	SlotName            string             `json:"slot_name"`
+	GenerationStart     string             `json:"generation_start"`
+	MaterializedCommit  string             `json:"materialized_commit"`
+	MaterializedEnd     string             `json:"materialized_end"`
+	ProcessedEnd        string             `json:"processed_end"`
+	AcknowledgedEnd     string             `json:"acknowledged_end"`
+	SlotConfirmedFlush  string             `json:"slot_confirmed_flush"`
+	RegistryGeneration  int64              `json:"registry_generation"`
+	WalLagBytes         int64              `json:"wal_lag_bytes"`
+	ProgressUpdatedAt   pgtype.Timestamptz `json:"progress_updated_at"`
+	HistoryPrunedCommit string             `json:"history_pruned_commit"`
 }
 
 func (q *Queries) GetStreamStatus(ctx context.Context) (GetStreamStatusRow, error) {
@@ -52,6 +54,7 @@ func (q *Queries) GetStreamStatus(ctx context.Context) (GetStreamStatusRow, erro
 		&i.RegistryGeneration,
 		&i.WalLagBytes,
 		&i.ProgressUpdatedAt,
+		&i.HistoryPrunedCommit,
 	)
 	return i, err
 }

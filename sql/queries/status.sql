@@ -6,7 +6,8 @@ SELECT stream_generation::text AS stream_generation, slot_name::text AS slot_nam
        processed_end::text AS processed_end, acknowledged_end::text AS acknowledged_end,
        coalesce(slot_confirmed_flush::text, '')::text AS slot_confirmed_flush,
        registry_generation::bigint AS registry_generation, coalesce(wal_lag_bytes, -1)::bigint AS wal_lag_bytes,
-       progress_updated_at::timestamptz AS progress_updated_at
+       progress_updated_at::timestamptz AS progress_updated_at,
+       coalesce(history_pruned_commit::text, '')::text AS history_pruned_commit
 FROM synchro.stream_status();
 
 -- name: ListWorkers :many
