@@ -595,6 +595,53 @@ func TestMaterializePartialImages(t *testing.T) {
 	requireDigests(t, d)
 }
 
+// TestMaterializeSpilledTransaction: a transaction whose row data passes the
+// worker's spill threshold keeps its later events' values and images in a
+// temporary file and is materialized the same: partial images (unchanged TOAST
+// values left out) complete over the transaction's own earlier images read back
+// from the file, and so do those of a later transaction in the same batch.
+func TestMaterializeSpilledTransaction(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.big (id int PRIMARY KEY, body text, v text);
+		ALTER TABLE app.big ALTER COLUMN body SET STORAGE EXTERNAL;
+		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}');
+		ALTER TABLE app.big DISABLE TRIGGER synchro_key_guard`)
+	cfg := workerConfig(d, "spilling")
+	startStreaming(t, d, cfg).stop(t)
+	spilled := commitTxn(t, d, `INSERT INTO app.big VALUES (0, 'small', 'a');
+		INSERT INTO app.big SELECT g, repeat(g::text, 5000), 'a' FROM generate_series(1, 3) g;
+		UPDATE app.big SET v = 'b' WHERE id = 1; UPDATE app.big SET v = 'c' WHERE id = 1;
+		DELETE FROM app.big WHERE id = 2; INSERT INTO app.big VALUES (2, repeat('n', 9000), 'a');
+		UPDATE app.big SET v = 'b' WHERE id = 2;
+		UPDATE app.big SET body = repeat('m', 8000) WHERE id = 3; UPDATE app.big SET v = 'b' WHERE id = 3;
+		UPDATE app.big SET v = 'b' WHERE id = 0`)
+	after := commitTxn(t, d, `UPDATE app.big SET v = 'd' WHERE id = 1; UPDATE app.big SET v = 'c' WHERE id = 3`)
+	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
+	startWorker(t, d, cfg)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 12, spilled)
+	requireMaterializedOnce(t, d, 2, after)
+	if n := queryInt(t, d, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger WHERE xid = ANY ($1)`,
+		[]int64{spilled.xid, after.xid}); n != 1 {
+		t.Fatalf("the spilled transaction and the one after it were materialized in %d batches, want 1", n)
+	}
+	// Projections and current versions hold every row as it is, body included.
+	if bad := rowsOf(t, d, `SELECT b.id FROM app.big b
+		LEFT JOIN synchro.projection p ON p.key = b.id::text
+		LEFT JOIN synchro.synced_row s ON s.key = b.id::text
+		LEFT JOIN synchro.row_version v ON v.version = s.version
+		WHERE p.image IS DISTINCT FROM to_jsonb(b) OR v.image IS DISTINCT FROM to_jsonb(b)`); len(bad) != 0 {
+		t.Fatalf("rows %v are not projected or versioned as they are", bad)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.row_version WHERE image IS NOT NULL AND NOT image ? 'body'`); n != 0 {
+		t.Fatalf("%d row versions lack the unchanged TOAST value", n)
+	}
+	requireEffectVersions(t, d)
+	requireDigests(t, d)
+}
+
 // TestMaterializeFollowsCommitOrder: of two overlapping source transactions, the
 // one that commits first is materialized first, whichever began first.
 func TestMaterializeFollowsCommitOrder(t *testing.T) {

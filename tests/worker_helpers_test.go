@@ -22,8 +22,13 @@ type runningWorker struct {
 	done   chan error
 }
 
+// testSpillBytes is the row data of one transaction test workers hold in
+// memory: transactions of more than a few rows keep the rest in a spill file,
+// so that the suite runs both ways of holding a transaction.
+const testSpillBytes = 2048
+
 // workerConfig is the configuration tests run workers with: the test database's
-// own slot, quick batches and idle acknowledgements.
+// own slot, quick batches and idle acknowledgements, and a small spill threshold.
 func workerConfig(d *testdb.DB, id string) wal.Config {
 	return wal.Config{
 		DatabaseURL:       d.URL,
@@ -31,6 +36,7 @@ func workerConfig(d *testdb.DB, id string) wal.Config {
 		Publication:       "synchro",
 		WorkerID:          id,
 		BatchMaxDelay:     5 * time.Millisecond,
+		SpillBytes:        testSpillBytes,
 		IdleAckInterval:   100 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond,
 		RetryInterval:     50 * time.Millisecond,

@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	batchDelay := fs.Duration("capture-batch-delay", wal.DefaultBatchMaxDelay, "longest a captured transaction waits for its materialization batch (env SYNCHRO_CAPTURE_BATCH_DELAY)")
 	batchTxns := fs.Int("capture-batch-txns", 2000, "most transactions per materialization batch (env SYNCHRO_CAPTURE_BATCH_TXNS)")
 	batchEvents := fs.Int("capture-batch-events", 10000, "most row events per materialization batch (env SYNCHRO_CAPTURE_BATCH_EVENTS)")
+	spillBytes := fs.Int64("capture-spill-bytes", wal.DefaultSpillBytes, "row data of one source transaction the worker holds in memory; the rest waits in a temporary file (env SYNCHRO_CAPTURE_SPILL_BYTES)")
 	historyRetention := fs.Duration("capture-history-retention", 7*24*time.Hour, "how long the event ledger and write fences of an acknowledged transaction are kept; 0 = for good (env SYNCHRO_CAPTURE_HISTORY_RETENTION)")
 	var authConfig auth.Config
 	authConfig.Register(fs)
@@ -75,7 +76,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		"max-wal-lag-bytes": "SYNCHRO_MAX_WAL_LAG_BYTES", "max-commit-lag": "SYNCHRO_MAX_COMMIT_LAG",
 		"capture-batch-delay": "SYNCHRO_CAPTURE_BATCH_DELAY", "capture-batch-txns": "SYNCHRO_CAPTURE_BATCH_TXNS",
 		"capture-batch-events": "SYNCHRO_CAPTURE_BATCH_EVENTS", "capture-history-retention": "SYNCHRO_CAPTURE_HISTORY_RETENTION",
-		"max-body-bytes": "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
+		"capture-spill-bytes": "SYNCHRO_CAPTURE_SPILL_BYTES",
+		"max-body-bytes":      "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
 		"max-page-size": "SYNCHRO_MAX_PAGE_SIZE", "capture-wait": "SYNCHRO_CAPTURE_WAIT",
 		"push-lock-timeout": "SYNCHRO_PUSH_LOCK_TIMEOUT", "min-protocol-version": "SYNCHRO_MIN_PROTOCOL_VERSION",
 		"min-app-version": "SYNCHRO_MIN_APP_VERSION", "max-user-requests": "SYNCHRO_MAX_USER_REQUESTS",
@@ -96,8 +98,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
 	}
-	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 || *historyRetention < 0 {
-		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive, --capture-history-retention not negative")
+	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 || *spillBytes <= 0 || *historyRetention < 0 {
+		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns, --capture-batch-events and --capture-spill-bytes must be positive, --capture-history-retention not negative")
 	}
 	if err := common.Validate(); err != nil {
 		return err
@@ -133,7 +135,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 			DatabaseURL: common.DatabaseURL, Slot: common.Slot, Publication: common.Publication,
 			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log, Metrics: m,
 			BatchMaxDelay: *batchDelay, BatchMaxTxns: *batchTxns, BatchMaxEvents: *batchEvents,
-			HistoryRetention: *historyRetention,
+			SpillBytes: *spillBytes, HistoryRetention: *historyRetention,
 		}, pool)
 		go func() { workerDone <- w.Run(ctx) }()
 	}

@@ -28,6 +28,9 @@ type RowEvent struct {
 	// registered relations must have 'd' (DEFAULT) and exactly their key column.
 	ReplicaIdentity byte
 	KeyColumns      []string
+	// spilled is set while the event's values are in its transaction's spill
+	// file: Old and New then hold its key columns only (Txn.Load).
+	spilled *spilledRow
 }
 
 // Value returns the named column of the tuple (New, else Old) and whether it exists.
@@ -78,6 +81,9 @@ type Txn struct {
 	// Malformed holds the first fence or registry message that did not parse;
 	// the transaction is then a poison transaction.
 	Malformed error
+
+	size  int64  // bytes of row data decoded so far
+	spill *Spill // row data past the assembler's threshold, nil when none
 }
 
 // Assembler turns a stream of pgoutput (protocol 1, messages on) messages into
@@ -85,6 +91,7 @@ type Txn struct {
 type Assembler struct {
 	relations map[uint32]*pglogrepl.RelationMessage
 	cur       *Txn
+	spillAt   int64 // 0: never spill
 }
 
 // NewAssembler returns an empty assembler.
@@ -92,11 +99,20 @@ func NewAssembler() *Assembler {
 	return &Assembler{relations: map[uint32]*pglogrepl.RelationMessage{}}
 }
 
+// SpillAbove makes every transaction keep the values of its row events on disk
+// (Txn.Spill) once its decoded row data passes n bytes; 0 never spills.
+func (a *Assembler) SpillAbove(n int64) { a.spillAt = n }
+
 // Open returns the transaction being assembled (BEGIN seen, COMMIT not yet), or nil.
 func (a *Assembler) Open() *Txn { return a.cur }
 
 // Reset drops a partly assembled transaction (the stream restarts before it).
-func (a *Assembler) Reset() { a.cur = nil }
+func (a *Assembler) Reset() {
+	if a.cur != nil {
+		a.cur.Release()
+	}
+	a.cur = nil
+}
 
 // Feed decodes one pgoutput message. It returns the transaction when the
 // message is its COMMIT, else nil. A decode error is a blocking failure.
@@ -134,11 +150,11 @@ func (a *Assembler) Feed(data []byte) (*Txn, error) {
 		a.cur = nil
 		return t, nil
 	case *pglogrepl.InsertMessage:
-		return nil, a.row(t, "insert", m.RelationID, nil, m.Tuple)
+		return nil, a.row(t, data, "insert", m.RelationID, nil, m.Tuple)
 	case *pglogrepl.UpdateMessage:
-		return nil, a.row(t, "update", m.RelationID, m.OldTuple, m.NewTuple)
+		return nil, a.row(t, data, "update", m.RelationID, m.OldTuple, m.NewTuple)
 	case *pglogrepl.DeleteMessage:
-		return nil, a.row(t, "delete", m.RelationID, m.OldTuple, nil)
+		return nil, a.row(t, data, "delete", m.RelationID, m.OldTuple, nil)
 	case *pglogrepl.TruncateMessage:
 		ev := RowEvent{Ordinal: len(t.Rows), Op: "truncate"}
 		for _, id := range m.RelationIDs {
@@ -179,7 +195,10 @@ func (a *Assembler) message(t *Txn, m *pglogrepl.LogicalDecodingMessage) {
 	}
 }
 
-func (a *Assembler) row(t *Txn, op string, relID uint32, old, new *pglogrepl.TupleData) error {
+// row decodes a row event. Once the transaction's row data passes the spill
+// threshold, the event's message goes to the spill file and only its key
+// columns (what pairing needs) stay in memory.
+func (a *Assembler) row(t *Txn, data []byte, op string, relID uint32, old, new *pglogrepl.TupleData) error {
 	rel, ok := a.relations[relID]
 	if !ok {
 		return fmt.Errorf("decode: %s on relation %d without a relation message", op, relID)
@@ -196,6 +215,20 @@ func (a *Assembler) row(t *Txn, op string, relID uint32, old, new *pglogrepl.Tup
 	}
 	if ev.New, err = columns(rel, new); err != nil {
 		return err
+	}
+	t.size += int64(len(data))
+	if a.spillAt > 0 && t.size > a.spillAt {
+		if t.spill == nil {
+			if t.spill, err = newSpill(); err != nil {
+				return err
+			}
+		}
+		at, err := t.spill.Put(data)
+		if err != nil {
+			return err
+		}
+		ev.spilled = &spilledRow{rel: rel, at: at}
+		ev.Old, ev.New = keyOnly(ev.Old, ev.KeyColumns), keyOnly(ev.New, ev.KeyColumns)
 	}
 	t.Rows = append(t.Rows, ev)
 	return nil

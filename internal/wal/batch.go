@@ -24,7 +24,8 @@ type batchTxn struct {
 	Events             []batchEvent `json:"-"`
 }
 
-// batchEvent is one applicable row event; Image is nil for a delete.
+// batchEvent is one applicable row event; Image is nil for a delete, and for
+// an event of a spilled transaction, whose image is in spill at imageAt.
 type batchEvent struct {
 	Ordinal    int
 	RelationID int64
@@ -34,6 +35,16 @@ type batchEvent struct {
 	Partial    bool
 	FenceID    pgtype.UUID
 	Version    string
+	spill      *capture.Spill
+	imageAt    capture.SpillRef
+}
+
+// image returns the event's image, reading it back when it was spilled.
+func (ev *batchEvent) image() (json.RawMessage, error) {
+	if ev.spill == nil {
+		return ev.Image, nil
+	}
+	return ev.spill.Get(ev.imageAt)
 }
 
 // eventColumns are the columns of the scratch table synchro_seg_event that a
@@ -70,7 +81,11 @@ func (r *eventRows) Next() bool {
 
 func (r *eventRows) Values() ([]any, error) {
 	ev := &r.txns[r.t].Events[r.e-1]
-	return []any{r.t + 1, r.commit, ev.Ordinal, ev.RelationID, ev.Key, ev.Op, ev.Image, ev.Partial, ev.FenceID, ev.Version}, nil
+	img, err := ev.image()
+	if err != nil {
+		return nil, err
+	}
+	return []any{r.t + 1, r.commit, ev.Ordinal, ev.RelationID, ev.Key, ev.Op, img, ev.Partial, ev.FenceID, ev.Version}, nil
 }
 
 func (r *eventRows) Err() error { return r.err }
@@ -87,9 +102,10 @@ type rowID struct {
 }
 
 // rowImage is a row's image; partial when it still lacks unchanged TOAST values
-// (no earlier image of the row in the batch was complete).
+// (no earlier image of the row in the batch was complete). The image of a
+// spilled transaction's event is in its spill file.
 type rowImage struct {
-	img     json.RawMessage
+	ev      batchEvent
 	partial bool
 }
 
@@ -110,8 +126,10 @@ func overlay(base, top json.RawMessage) (json.RawMessage, error) {
 
 // prepare selects the registry generation of every row event, reconciles events
 // with fences and renders the applicable events, completing partial images over
-// images (the batch's rows so far, updated here). A transaction that cannot be
-// prepared is a poison transaction: the error is a *capture.Failure.
+// images (the batch's rows so far, updated here). A spilled transaction's
+// events are loaded one at a time and their images written back to its spill
+// file. A transaction that cannot be prepared is a poison transaction: the
+// error is a *capture.Failure (any other error is the worker's own).
 func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (batchTxn, error) {
 	out := batchTxn{
 		CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(), Xid: txn.Xid,
@@ -143,6 +161,9 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 		if err := ev.FenceID.Scan(p.Fence.FenceID); err != nil {
 			return out, &capture.Failure{Class: capture.ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
 		}
+		if err := txn.Load(&p.Event); err != nil {
+			return out, err
+		}
 		// A registered column renamed or dropped would silently leave every later
 		// image, and one of another type would change its values' type on the
 		// wire: relation drift. A delete decodes the key alone.
@@ -167,13 +188,23 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 			}
 			// The merged image stays partial when the earlier one was partial too.
 			if prev, ok := last[id]; ok && partial {
-				if img, err = overlay(prev.img, img); err != nil {
+				base, err := prev.ev.image()
+				if err != nil {
+					return out, err
+				}
+				if img, err = overlay(base, img); err != nil {
 					return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
 				}
 				partial = prev.partial
 			}
-			last[id] = rowImage{img, partial}
 			ev.Image, ev.Partial = img, partial
+			if sp := txn.Spill(); sp != nil {
+				if ev.imageAt, err = sp.Put(img); err != nil {
+					return out, err
+				}
+				ev.Image, ev.spill = nil, sp
+			}
+			last[id] = rowImage{ev, partial}
 		}
 		// The decoded values are in the image now: let them go, so that a large
 		// transaction is not held twice (its quarantine needs only positions).

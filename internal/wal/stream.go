@@ -75,6 +75,9 @@ func (s *stream) run(ctx context.Context) error {
 		return err
 	}
 	s.asm = capture.NewAssembler()
+	s.asm.SpillAbove(w.cfg.SpillBytes)
+	defer s.asm.Reset()
+	defer func() { release(s.batch) }()
 	if s.mat, err = w.pool.Acquire(ctx); err != nil {
 		return err
 	}
@@ -233,6 +236,12 @@ func (s *stream) flush(ctx context.Context, pipelined bool) error {
 	w := s.w
 	b := &inflight{txns: s.batch, pipelined: pipelined, started: time.Now(), done: make(chan matResult, 1)}
 	s.batch, s.events = nil, 0
+	started := false // from then on complete or abandon releases the batch
+	defer func() {
+		if !started {
+			release(b.txns) // the session ends before it started
+		}
+	}()
 	b.prepared = make([]batchTxn, 0, len(b.txns))
 	images := rowImages{}
 	for _, txn := range b.txns {
@@ -278,7 +287,7 @@ func (s *stream) flush(ctx context.Context, pipelined bool) error {
 			return err
 		}
 	}
-	s.inflight = b
+	s.inflight, started = b, true
 	go func() {
 		began := time.Now()
 		n, failed, err := s.materialize(ctx, b.prepared)
@@ -316,7 +325,15 @@ func (s *stream) drain(ctx context.Context) error {
 func (s *stream) abandon() {
 	if s.inflight != nil {
 		<-s.inflight.done
+		release(s.inflight.txns)
 		s.inflight = nil
+	}
+}
+
+// release lets go of the spill files of transactions no longer needed.
+func release(txns []*capture.Txn) {
+	for _, t := range txns {
+		t.Release()
 	}
 }
 
@@ -325,6 +342,7 @@ func (s *stream) abandon() {
 func (s *stream) complete(ctx context.Context, r matResult) error {
 	w, b := s.w, s.inflight
 	s.inflight = nil
+	defer release(b.txns)
 	if r.err != nil {
 		return r.err
 	}

@@ -38,9 +38,13 @@ type Config struct {
 	Publication string
 	WorkerID    string
 
-	BatchMaxTxns      int           // most transactions per materialization call
-	BatchMaxEvents    int           // most row events per materialization call (a batch may exceed it by one transaction)
-	BatchMaxDelay     time.Duration // longest a received transaction waits for its batch
+	BatchMaxTxns   int           // most transactions per materialization call
+	BatchMaxEvents int           // most row events per materialization call (a batch may exceed it by one transaction)
+	BatchMaxDelay  time.Duration // longest a received transaction waits for its batch
+	// SpillBytes is how much row data of one source transaction the worker
+	// holds in memory; the values and images of its later row events wait in a
+	// temporary file until the transaction's batch is done.
+	SpillBytes        int64
 	IdleAckInterval   time.Duration // how often an idle stream acknowledges the flush position
 	HeartbeatInterval time.Duration
 	RetryInterval     time.Duration // pause before a new session after a failure or while blocked
@@ -69,6 +73,10 @@ type Config struct {
 // (docs/decisions.md, "Capture throughput").
 const DefaultBatchMaxDelay = 10 * time.Millisecond
 
+// DefaultSpillBytes is the row data of one source transaction the worker holds
+// in memory before it spills the rest to a temporary file.
+const DefaultSpillBytes = 64 << 20
+
 func (c *Config) defaults() {
 	if c.BatchMaxTxns <= 0 {
 		c.BatchMaxTxns = 2000
@@ -78,6 +86,9 @@ func (c *Config) defaults() {
 	}
 	if c.BatchMaxDelay <= 0 {
 		c.BatchMaxDelay = DefaultBatchMaxDelay
+	}
+	if c.SpillBytes <= 0 {
+		c.SpillBytes = DefaultSpillBytes
 	}
 	if c.IdleAckInterval <= 0 {
 		c.IdleAckInterval = time.Second

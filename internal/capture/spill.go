@@ -1,0 +1,127 @@
+package capture
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// Spill is the temporary file of one large source transaction: the row data
+// of its row events past the assembler's threshold, and later the images
+// rendered from them, so that the worker's memory holds a few hundred bytes per
+// such event instead of its values. The file is unlinked as soon as it is
+// created, so it disappears when it is closed or the process ends.
+type Spill struct {
+	f   *os.File
+	end int64
+}
+
+// SpillRef locates one record in a spill file.
+type SpillRef struct {
+	Off int64
+	Len int
+}
+
+func newSpill() (*Spill, error) {
+	f, err := os.CreateTemp("", "synchro-txn-*")
+	if err != nil {
+		return nil, fmt.Errorf("spill a large transaction: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("spill a large transaction: %w", err)
+	}
+	return &Spill{f: f}, nil
+}
+
+// Put appends b and returns where it is.
+func (s *Spill) Put(b []byte) (SpillRef, error) {
+	n, err := s.f.WriteAt(b, s.end)
+	if err != nil {
+		return SpillRef{}, fmt.Errorf("spill a large transaction: %w", err)
+	}
+	r := SpillRef{Off: s.end, Len: n}
+	s.end += int64(n)
+	return r, nil
+}
+
+// Get reads the record at r.
+func (s *Spill) Get(r SpillRef) ([]byte, error) {
+	b := make([]byte, r.Len)
+	if _, err := s.f.ReadAt(b, r.Off); err != nil {
+		return nil, fmt.Errorf("read a spilled transaction: %w", err)
+	}
+	return b, nil
+}
+
+// spilledRow is where a row event's pgoutput message is, with the relation
+// message it was decoded under.
+type spilledRow struct {
+	rel *pglogrepl.RelationMessage
+	at  SpillRef
+}
+
+// Spill returns the transaction's spill file, or nil when it is held in memory.
+func (t *Txn) Spill() *Spill { return t.spill }
+
+// Release closes the transaction's spill file, if any; its spilled events can
+// no longer be loaded.
+func (t *Txn) Release() {
+	if t.spill != nil {
+		t.spill.f.Close()
+		t.spill = nil
+	}
+}
+
+// Load makes a spilled row event whole: its Old and New get every column back
+// (only its key columns stayed in memory). Other events are left as they are.
+func (t *Txn) Load(ev *RowEvent) error {
+	if ev.spilled == nil {
+		return nil
+	}
+	if t.spill == nil {
+		return fmt.Errorf("row event %d of a released transaction", ev.Ordinal)
+	}
+	data, err := t.spill.Get(ev.spilled.at)
+	if err != nil {
+		return err
+	}
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		return fmt.Errorf("decode spilled pgoutput message: %w", err)
+	}
+	var old, new *pglogrepl.TupleData
+	switch m := msg.(type) {
+	case *pglogrepl.InsertMessage:
+		new = m.Tuple
+	case *pglogrepl.UpdateMessage:
+		old, new = m.OldTuple, m.NewTuple
+	case *pglogrepl.DeleteMessage:
+		old = m.OldTuple
+	default:
+		return fmt.Errorf("spilled message is a %T", msg)
+	}
+	if ev.Old, err = columns(ev.spilled.rel, old); err != nil {
+		return err
+	}
+	if ev.New, err = columns(ev.spilled.rel, new); err != nil {
+		return err
+	}
+	ev.spilled = nil
+	return nil
+}
+
+// keyOnly returns the columns of cols named in keys.
+func keyOnly(cols []Column, keys []string) []Column {
+	var out []Column
+	for _, c := range cols {
+		for _, k := range keys {
+			if c.Name == k {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
