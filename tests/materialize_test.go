@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -639,6 +640,39 @@ func TestMaterializeSpilledTransaction(t *testing.T) {
 		t.Fatalf("%d row versions lack the unchanged TOAST value", n)
 	}
 	requireEffectVersions(t, d)
+	requireDigests(t, d)
+}
+
+// TestSpillFailureRetriesWithoutQuarantine: a spill file the worker cannot
+// write (here: its directory is missing) is the worker's trouble, not the
+// transaction's: the session fails and retries, nothing is quarantined or
+// acknowledged past the transaction, and a worker that can spill materializes
+// it once.
+func TestSpillFailureRetriesWithoutQuarantine(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	cfg := workerConfig(d, "no-spill-dir")
+	cfg.SpillDir = filepath.Join(t.TempDir(), "missing")
+	logs := logTo(&cfg)
+	w := startStreaming(t, d, cfg)
+	c := commitTxn(t, d, `INSERT INTO app.docs SELECT g, repeat('x', 500) FROM generate_series(1, 20) g`)
+	waitFor(t, "the spill failure logged twice (a retried session)", 30*time.Second, func() (bool, error) {
+		return strings.Count(logs.String(), "spill file: create") >= 2, nil
+	})
+	waitState(t, d, "no-spill-dir", "retrying")
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison_txn`); n != 0 {
+		t.Fatalf("a spill failure quarantined %d transactions", n)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, c.xid); n != 0 {
+		t.Fatalf("the transaction was materialized without its spill file")
+	}
+	if err := w.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, d, workerConfig(d, "spills"))
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 20, c)
 	requireDigests(t, d)
 }
 

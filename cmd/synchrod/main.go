@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	batchTxns := fs.Int("capture-batch-txns", 2000, "most transactions per materialization batch (env SYNCHRO_CAPTURE_BATCH_TXNS)")
 	batchEvents := fs.Int("capture-batch-events", 10000, "most row events per materialization batch (env SYNCHRO_CAPTURE_BATCH_EVENTS)")
 	spillBytes := fs.Int64("capture-spill-bytes", wal.DefaultSpillBytes, "row data of one source transaction the worker holds in memory; the rest waits in a temporary file (env SYNCHRO_CAPTURE_SPILL_BYTES)")
+	spillDir := fs.String("capture-spill-dir", "", "directory of the worker's spill files; empty = $TMPDIR or /tmp (env SYNCHRO_CAPTURE_SPILL_DIR)")
 	historyRetention := fs.Duration("capture-history-retention", 7*24*time.Hour, "how long the event ledger and write fences of an acknowledged transaction are kept; 0 = for good (env SYNCHRO_CAPTURE_HISTORY_RETENTION)")
 	var authConfig auth.Config
 	authConfig.Register(fs)
@@ -76,8 +77,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		"max-wal-lag-bytes": "SYNCHRO_MAX_WAL_LAG_BYTES", "max-commit-lag": "SYNCHRO_MAX_COMMIT_LAG",
 		"capture-batch-delay": "SYNCHRO_CAPTURE_BATCH_DELAY", "capture-batch-txns": "SYNCHRO_CAPTURE_BATCH_TXNS",
 		"capture-batch-events": "SYNCHRO_CAPTURE_BATCH_EVENTS", "capture-history-retention": "SYNCHRO_CAPTURE_HISTORY_RETENTION",
-		"capture-spill-bytes": "SYNCHRO_CAPTURE_SPILL_BYTES",
-		"max-body-bytes":      "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
+		"capture-spill-bytes": "SYNCHRO_CAPTURE_SPILL_BYTES", "capture-spill-dir": "SYNCHRO_CAPTURE_SPILL_DIR",
+		"max-body-bytes": "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
 		"max-page-size": "SYNCHRO_MAX_PAGE_SIZE", "capture-wait": "SYNCHRO_CAPTURE_WAIT",
 		"push-lock-timeout": "SYNCHRO_PUSH_LOCK_TIMEOUT", "min-protocol-version": "SYNCHRO_MIN_PROTOCOL_VERSION",
 		"min-app-version": "SYNCHRO_MIN_APP_VERSION", "max-user-requests": "SYNCHRO_MAX_USER_REQUESTS",
@@ -135,7 +136,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 			DatabaseURL: common.DatabaseURL, Slot: common.Slot, Publication: common.Publication,
 			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log, Metrics: m,
 			BatchMaxDelay: *batchDelay, BatchMaxTxns: *batchTxns, BatchMaxEvents: *batchEvents,
-			SpillBytes: *spillBytes, HistoryRetention: *historyRetention,
+			SpillBytes: *spillBytes, SpillDir: *spillDir, HistoryRetention: *historyRetention,
 		}, pool)
 		go func() { workerDone <- w.Run(ctx) }()
 	}

@@ -1,11 +1,17 @@
 package capture
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/jackc/pglogrepl"
 )
+
+// ErrSpill marks a failure to write or read a spill file: the worker's own
+// trouble (a full or failing disk), not the transaction's, so it is no reason
+// to quarantine the transaction.
+var ErrSpill = errors.New("spill file")
 
 // Spill is the temporary file of one large source transaction: the row data
 // of its row events past the assembler's threshold, and later the images
@@ -23,14 +29,14 @@ type SpillRef struct {
 	Len int
 }
 
-func newSpill() (*Spill, error) {
-	f, err := os.CreateTemp("", "synchro-txn-*")
+func newSpill(dir string) (*Spill, error) {
+	f, err := os.CreateTemp(dir, "synchro-txn-*")
 	if err != nil {
-		return nil, fmt.Errorf("spill a large transaction: %w", err)
+		return nil, fmt.Errorf("%w: create: %v", ErrSpill, err)
 	}
 	if err := os.Remove(f.Name()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("spill a large transaction: %w", err)
+		return nil, fmt.Errorf("%w: unlink: %v", ErrSpill, err)
 	}
 	return &Spill{f: f}, nil
 }
@@ -39,7 +45,7 @@ func newSpill() (*Spill, error) {
 func (s *Spill) Put(b []byte) (SpillRef, error) {
 	n, err := s.f.WriteAt(b, s.end)
 	if err != nil {
-		return SpillRef{}, fmt.Errorf("spill a large transaction: %w", err)
+		return SpillRef{}, fmt.Errorf("%w: write: %v", ErrSpill, err)
 	}
 	r := SpillRef{Off: s.end, Len: n}
 	s.end += int64(n)
@@ -50,7 +56,7 @@ func (s *Spill) Put(b []byte) (SpillRef, error) {
 func (s *Spill) Get(r SpillRef) ([]byte, error) {
 	b := make([]byte, r.Len)
 	if _, err := s.f.ReadAt(b, r.Off); err != nil {
-		return nil, fmt.Errorf("read a spilled transaction: %w", err)
+		return nil, fmt.Errorf("%w: read: %v", ErrSpill, err)
 	}
 	return b, nil
 }
@@ -81,7 +87,7 @@ func (t *Txn) Load(ev *RowEvent) error {
 		return nil
 	}
 	if t.spill == nil {
-		return fmt.Errorf("row event %d of a released transaction", ev.Ordinal)
+		return fmt.Errorf("%w: row event %d of a released transaction", ErrSpill, ev.Ordinal)
 	}
 	data, err := t.spill.Get(ev.spilled.at)
 	if err != nil {

@@ -91,7 +91,8 @@ type Txn struct {
 type Assembler struct {
 	relations map[uint32]*pglogrepl.RelationMessage
 	cur       *Txn
-	spillAt   int64 // 0: never spill
+	spillAt   int64  // 0: never spill
+	spillDir  string // "": the system's temporary directory
 }
 
 // NewAssembler returns an empty assembler.
@@ -99,9 +100,10 @@ func NewAssembler() *Assembler {
 	return &Assembler{relations: map[uint32]*pglogrepl.RelationMessage{}}
 }
 
-// SpillAbove makes every transaction keep the values of its row events on disk
-// (Txn.Spill) once its decoded row data passes n bytes; 0 never spills.
-func (a *Assembler) SpillAbove(n int64) { a.spillAt = n }
+// SpillAbove makes every transaction keep the values of its row events in a
+// file in dir ("": the system's temporary directory) once its decoded row data
+// passes n bytes (Txn.Spill); 0 never spills.
+func (a *Assembler) SpillAbove(n int64, dir string) { a.spillAt, a.spillDir = n, dir }
 
 // Open returns the transaction being assembled (BEGIN seen, COMMIT not yet), or nil.
 func (a *Assembler) Open() *Txn { return a.cur }
@@ -219,7 +221,7 @@ func (a *Assembler) row(t *Txn, data []byte, op string, relID uint32, old, new *
 	t.size += int64(len(data))
 	if a.spillAt > 0 && t.size > a.spillAt {
 		if t.spill == nil {
-			if t.spill, err = newSpill(); err != nil {
+			if t.spill, err = newSpill(a.spillDir); err != nil {
 				return err
 			}
 		}

@@ -75,7 +75,7 @@ func (s *stream) run(ctx context.Context) error {
 		return err
 	}
 	s.asm = capture.NewAssembler()
-	s.asm.SpillAbove(w.cfg.SpillBytes)
+	s.asm.SpillAbove(w.cfg.SpillBytes, w.cfg.SpillDir)
 	defer s.asm.Reset()
 	defer func() { release(s.batch) }()
 	if s.mat, err = w.pool.Acquire(ctx); err != nil {
@@ -165,6 +165,9 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 			s.lastData = time.Now()
 			s.idleTarget = 0 // data arrived: this is no idle stream
 			txn, err := s.asm.Feed(xld.WALData)
+			if errors.Is(err, capture.ErrSpill) {
+				return err // the worker's disk, not the transaction: the session retries
+			}
 			if err != nil {
 				return s.decodeFailure(ctx, err)
 			}

@@ -43,8 +43,10 @@ type Config struct {
 	BatchMaxDelay  time.Duration // longest a received transaction waits for its batch
 	// SpillBytes is how much row data of one source transaction the worker
 	// holds in memory; the values and images of its later row events wait in a
-	// temporary file until the transaction's batch is done.
+	// temporary file in SpillDir ("": the system's temporary directory) until
+	// the transaction's batch is done.
 	SpillBytes        int64
+	SpillDir          string
 	IdleAckInterval   time.Duration // how often an idle stream acknowledges the flush position
 	HeartbeatInterval time.Duration
 	RetryInterval     time.Duration // pause before a new session after a failure or while blocked
