@@ -161,6 +161,10 @@ func TestPruneCaptureHistoryInChunks(t *testing.T) {
 		t.Fatalf("second chunk: %d transactions, %d events; want 3 and 3", n, e)
 	}
 
+	// A retention longer than any history prunes nothing (no timestamp overflow).
+	if n, e := prune(t, d, "10000 years", 10); n != 0 || e != 0 {
+		t.Fatalf("keep '10000 years' pruned %d transactions, %d events", n, e)
+	}
 	// Arguments are checked; nothing changes on a refusal.
 	for _, sql := range []string{
 		`SELECT synchro.prune_capture_history('-1 second', 10)`,
@@ -207,5 +211,46 @@ func TestWorkerPrunesCaptureHistory(t *testing.T) {
 	requireDigests(t, d)
 	if !strings.Contains(logs.String(), "capture history pruned") {
 		t.Fatalf("the worker did not log its pruning:\n%s", logs.String())
+	}
+}
+
+// Pruning takes no lock a materialization holds: with the progress row locked
+// as materialize_transaction locks it until it commits, a pruning call still
+// prunes and returns (it used to wait on that row, holding one of the worker's
+// few pool connections for a whole batch and starving its heartbeat).
+func TestPruneNeverWaitsForMaterialization(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	startStreaming(t, d, workerConfig(d, "locked"))
+	commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'a'), (2, 'b')`)
+	waitMaterialized(t, d)
+	waitAcknowledged(t, d)
+	ctx := context.Background()
+	lock, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) //nolint:errcheck
+	if _, err := lock.Exec(ctx, `SELECT FROM synchro.progress FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		events int64
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var n, e int64
+		err := d.Pool.QueryRow(ctx, `SELECT transactions, events FROM synchro.prune_capture_history('0', 100)`).Scan(&n, &e)
+		done <- result{e, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || r.events != 2 {
+			t.Fatalf("pruning beside a locked progress row: %d events, %v; want 2", r.events, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("pruning waited 30s for the progress row a materialization holds")
 	}
 }

@@ -8,6 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type SynchroCaptureHistory struct {
+	StreamGeneration pgtype.UUID        `json:"stream_generation"`
+	PrunedCommitLsn  interface{}        `json:"pruned_commit_lsn"`
+	PrunedAt         pgtype.Timestamptz `json:"pruned_at"`
+}
+
 type SynchroClient struct {
 	ClientID        string             `json:"client_id"`
 	UserID          string             `json:"user_id"`
@@ -117,18 +123,17 @@ type SynchroPoisonTxn struct {
 }
 
 type SynchroProgress struct {
-	Singleton              bool               `json:"singleton"`
-	StreamGeneration       pgtype.UUID        `json:"stream_generation"`
-	SlotName               string             `json:"slot_name"`
-	DatabaseName           string             `json:"database_name"`
-	GenerationStartLsn     interface{}        `json:"generation_start_lsn"`
-	MaterializedCommitLsn  interface{}        `json:"materialized_commit_lsn"`
-	MaterializedEndLsn     interface{}        `json:"materialized_end_lsn"`
-	ProcessedEndLsn        interface{}        `json:"processed_end_lsn"`
-	AcknowledgedEndLsn     interface{}        `json:"acknowledged_end_lsn"`
-	RegistryGeneration     int64              `json:"registry_generation"`
-	UpdatedAt              pgtype.Timestamptz `json:"updated_at"`
-	HistoryPrunedCommitLsn interface{}        `json:"history_pruned_commit_lsn"`
+	Singleton             bool               `json:"singleton"`
+	StreamGeneration      pgtype.UUID        `json:"stream_generation"`
+	SlotName              string             `json:"slot_name"`
+	DatabaseName          string             `json:"database_name"`
+	GenerationStartLsn    interface{}        `json:"generation_start_lsn"`
+	MaterializedCommitLsn interface{}        `json:"materialized_commit_lsn"`
+	MaterializedEndLsn    interface{}        `json:"materialized_end_lsn"`
+	ProcessedEndLsn       interface{}        `json:"processed_end_lsn"`
+	AcknowledgedEndLsn    interface{}        `json:"acknowledged_end_lsn"`
+	RegistryGeneration    int64              `json:"registry_generation"`
+	UpdatedAt             pgtype.Timestamptz `json:"updated_at"`
 }
 
 type SynchroProjection struct {

@@ -5,9 +5,11 @@
 -- materialized more than keep ago. It stops at the first transaction that is not
 -- both. It keeps the transaction ledger (every replay identity stays durable),
 -- row versions, membership edges, effects, scope digests and poison records,
--- and never touches a fence that is not materialized. Returns how many
--- transactions and events it pruned; zeros when there is nothing to prune or
--- another session is pruning.
+-- and never touches a fence that is not materialized. The retention compares
+-- as an interval (a month is 30 days). It records how far it pruned in
+-- synchro.capture_history and takes no lock that materialization holds, so a
+-- call never waits for a batch. Returns how many transactions and events it
+-- pruned; zeros when there is nothing to prune or another session is pruning.
 CREATE OR REPLACE FUNCTION synchro.prune_capture_history(keep interval, max_txns integer,
     OUT transactions bigint, OUT events bigint)
 LANGUAGE plpgsql
@@ -16,6 +18,7 @@ SET enable_seqscan = off
 AS $$
 DECLARE
     prog synchro.progress;
+    pruned pg_lsn;
     upto pg_lsn;
 BEGIN
     transactions := 0;
@@ -31,14 +34,16 @@ BEGIN
     IF NOT FOUND OR prog.acknowledged_end_lsn IS NULL THEN
         RETURN;
     END IF;
+    pruned := coalesce((SELECT h.pruned_commit_lsn FROM synchro.capture_history h
+                        WHERE h.stream_generation = prog.stream_generation), prog.generation_start_lsn);
 
     SELECT count(*), max(x.commit_lsn) INTO transactions, upto
     FROM (SELECT l.commit_lsn,
-                 bool_and(l.end_lsn <= prog.acknowledged_end_lsn AND l.materialized_at < now() - keep)
+                 bool_and(l.end_lsn <= prog.acknowledged_end_lsn AND now() - l.materialized_at > keep)
                      OVER (ORDER BY l.commit_lsn) AS prunable
           FROM (SELECT l.commit_lsn, l.end_lsn, l.materialized_at FROM synchro.txn_ledger l
                 WHERE l.stream_generation = prog.stream_generation
-                  AND l.commit_lsn > coalesce(prog.history_pruned_commit_lsn, prog.generation_start_lsn)
+                  AND l.commit_lsn > pruned
                 ORDER BY l.commit_lsn
                 LIMIT max_txns) l) x
     WHERE x.prunable;
@@ -49,7 +54,7 @@ BEGIN
     WITH gone AS (
         DELETE FROM synchro.event_ledger e
         WHERE e.stream_generation = prog.stream_generation
-          AND e.commit_lsn > coalesce(prog.history_pruned_commit_lsn, prog.generation_start_lsn)
+          AND e.commit_lsn > pruned
           AND e.commit_lsn <= upto
         RETURNING e.fence_id),
     fences AS (
@@ -57,7 +62,8 @@ BEGIN
         WHERE f.fence_id = ANY (ARRAY(SELECT g.fence_id FROM gone g)) AND f.materialized_lsn IS NOT NULL)
     SELECT count(*) INTO events FROM gone;
 
-    UPDATE synchro.progress p SET history_pruned_commit_lsn = upto
-    WHERE p.stream_generation = prog.stream_generation;
+    INSERT INTO synchro.capture_history AS h (stream_generation, pruned_commit_lsn)
+    VALUES (prog.stream_generation, upto)
+    ON CONFLICT (stream_generation) DO UPDATE SET pruned_commit_lsn = EXCLUDED.pruned_commit_lsn, pruned_at = now();
 END
 $$;

@@ -18,7 +18,8 @@ AS $$
     SELECT p.stream_generation, p.slot_name, p.generation_start_lsn, p.materialized_commit_lsn,
            p.materialized_end_lsn, p.processed_end_lsn, coalesce(p.acknowledged_end_lsn, p.generation_start_lsn),
            s.confirmed_flush_lsn, p.registry_generation, pg_current_wal_flush_lsn() - s.confirmed_flush_lsn, p.updated_at,
-           p.history_pruned_commit_lsn
+           h.pruned_commit_lsn
     FROM synchro.progress p
+    LEFT JOIN synchro.capture_history h ON h.stream_generation = p.stream_generation
     LEFT JOIN pg_replication_slots s ON s.slot_name = p.slot_name AND s.database = current_database()
 $$;
