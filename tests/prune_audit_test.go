@@ -45,7 +45,7 @@ const auditInvariant = `
 	       || ' event rows ' || ev.n || ' fences ' || fc.n || ' (not materialized at its commit: ' || fc.bad || ')'
 	       || ' ack ' || coalesce(p.acknowledged_end_lsn::text, 'none')
 	       || ' pruned through ' || coalesce(p.history_pruned_commit_lsn::text, 'none')
-	FROM `+auditProgress+`
+	FROM ` + auditProgress + `
 	JOIN synchro.txn_ledger l ON l.stream_generation = p.stream_generation
 	CROSS JOIN LATERAL (SELECT count(*) AS n FROM synchro.event_ledger e
 	                    WHERE e.stream_generation = l.stream_generation AND e.commit_lsn = l.commit_lsn) ev
@@ -56,7 +56,7 @@ const auditInvariant = `
 	               ELSE ev.n = l.applied_count AND fc.n = l.applied_count AND fc.bad = 0 END
 	UNION ALL
 	SELECT 'pruned boundary ' || p.history_pruned_commit_lsn::text || ' is no materialized transaction'
-	FROM `+auditProgress+`
+	FROM ` + auditProgress + `
 	WHERE p.history_pruned_commit_lsn IS NOT NULL
 	  AND NOT EXISTS (SELECT FROM synchro.txn_ledger l
 	                  WHERE l.stream_generation = p.stream_generation AND l.commit_lsn = p.history_pruned_commit_lsn)`
