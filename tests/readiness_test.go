@@ -668,10 +668,16 @@ func TestSynchrodConfiguresReadiness(t *testing.T) {
 		t.Fatalf("synchrod with SYNCHRO_CAPTURE_BATCH_EVENTS=0: exit %d, stderr %q", code, stderr)
 	}
 
+	code, _, stderr = run(t, bin, "--database-url", d.URL, "--listen", "127.0.0.1:0", "--capture-history-retention", "-1s")
+	if code == 0 || !strings.Contains(stderr, "--capture-history-retention not negative") {
+		t.Fatalf("synchrod with --capture-history-retention -1s: exit %d, stderr %q", code, stderr)
+	}
+
 	addr, slot := freeAddr(t), synchrodSlot()
 	startSynchrod(t, d, bin, addr, slot, "--database-url", d.URL, "--listen", addr, "--slot", slot,
 		"--heartbeat-interval", "100ms", "--max-heartbeat-age", "7s", "--max-commit-lag", "42s",
-		"--capture-batch-txns", "5", env("SYNCHRO_MAX_WAL_LAG_BYTES=123456789", "SYNCHRO_CAPTURE_BATCH_DELAY=5ms"))
+		"--capture-batch-txns", "5", "--capture-spill-bytes", "4096", "--capture-spill-dir", t.TempDir(),
+		env("SYNCHRO_MAX_WAL_LAG_BYTES=123456789", "SYNCHRO_CAPTURE_BATCH_DELAY=5ms", "SYNCHRO_CAPTURE_HISTORY_RETENTION=1h"))
 	got := rowsOf(t, d, `SELECT extract(epoch FROM heartbeat_max_age)::float8, wal_lag_limit_bytes, extract(epoch FROM commit_lag_limit)::float8,
 		worker_database = current_database() FROM synchro.settings`)
 	if want := []string{"7|123456789|42|true"}; !slices.Equal(got, want) {

@@ -99,8 +99,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
 	}
-	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 || *spillBytes <= 0 || *historyRetention < 0 {
-		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns, --capture-batch-events and --capture-spill-bytes must be positive, --capture-history-retention not negative")
+	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 {
+		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive")
+	}
+	if *spillBytes <= 0 || *historyRetention < 0 {
+		return fmt.Errorf("--capture-spill-bytes must be positive and --capture-history-retention not negative")
 	}
 	if err := common.Validate(); err != nil {
 		return err
