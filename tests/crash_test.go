@@ -80,13 +80,10 @@ func requireProgressOrdering(t *testing.T, d *testdb.DB, slot string) {
 	})
 }
 
-// TestCrashWindows stops the worker at each step between its durable steps, as a
-// crash would, while a workload is written, then lets a fresh worker finish. The
-// result must equal a crash-free run: one ledger row per source transaction, no
-// duplicate effect, every fence materialized, the same effects, edges, digests
-// and versions, and the slot at the acknowledgement.
-func TestCrashWindows(t *testing.T) {
-	t.Parallel()
+// crashFreeState materializes the crash workload without a fault and returns
+// the materialized state crash runs must end with.
+func crashFreeState(t *testing.T) map[string][]string {
+	t.Helper()
 	ref := testdb.New(t)
 	ref.Exec(t, crashSetup)
 	rw := startStreaming(t, ref, workerConfig(ref, "ref"))
@@ -95,7 +92,17 @@ func TestCrashWindows(t *testing.T) {
 	}
 	waitMaterialized(t, ref)
 	rw.stop(t)
-	want := materializedState(t, ref)
+	return materializedState(t, ref)
+}
+
+// TestCrashWindows stops the worker at each step between its durable steps, as a
+// crash would, while a workload is written, then lets a fresh worker finish. The
+// result must equal a crash-free run: one ledger row per source transaction, no
+// duplicate effect, every fence materialized, the same effects, edges, digests
+// and versions, and the slot at the acknowledgement.
+func TestCrashWindows(t *testing.T) {
+	t.Parallel()
+	want := crashFreeState(t)
 	if len(want["txn_ledger"]) != crashTxns {
 		t.Fatalf("crash-free run materialized %d transactions, want %d", len(want["txn_ledger"]), crashTxns)
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/httpapi"
-	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/testdb"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
@@ -251,15 +249,7 @@ func crashWorkloadFences(i int) int {
 // edges, digests, versions and projections, no duplicate effect.
 func TestPruneAuditCrashWindows(t *testing.T) {
 	t.Parallel()
-	ref := testdb.New(t)
-	ref.Exec(t, crashSetup)
-	rw := startStreaming(t, ref, workerConfig(ref, "ref"))
-	for i := range crashTxns {
-		commitTxn(t, ref, crashTxn(i))
-	}
-	waitMaterialized(t, ref)
-	rw.stop(t)
-	want := materializedState(t, ref)
+	want := crashFreeState(t)
 	delete(want, "event_ledger")
 
 	cases := []struct {
@@ -478,12 +468,7 @@ func TestPruneAuditConcurrentWithMaterialization(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	d.Exec(t, crashSetup)
-	cfg := workerConfig(d, "loaded")
-	cfg.HistoryRetention, cfg.PruneInterval = time.Microsecond, 5*time.Millisecond
-	logs := logTo(&cfg)
-	cfg.Metrics = metrics.New(d.Pool)
-	srv := httptest.NewServer(cfg.Metrics.Handler())
-	defer srv.Close()
+	cfg, logs, metricsURL := pruningConfig(t, d, "loaded", 5*time.Millisecond)
 	startStreaming(t, d, cfg)
 
 	pcfg, err := pgxpool.ParseConfig(d.URL)
@@ -576,7 +561,7 @@ func TestPruneAuditConcurrentWithMaterialization(t *testing.T) {
 	requireProgressOrdering(t, d, cfg.Slot)
 	// Every event pruned exactly once: by the sessions or by the worker.
 	waitFor(t, "pruned events add up", 30*time.Second, func() (bool, error) {
-		worker := metricValue(t, scrape(t, srv.URL), "synchro_capture_history_pruned_events_total")
+		worker := metricValue(t, scrape(t, metricsURL), "synchro_capture_history_pruned_events_total")
 		if sum := bg.events.Load() + int64(worker); sum > int64(total) {
 			return false, fmt.Errorf("pruned %d events (sessions %d, worker %v), only %d were materialized", sum, bg.events.Load(), worker, total)
 		}

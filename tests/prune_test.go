@@ -175,17 +175,26 @@ func TestPruneCaptureHistoryInChunks(t *testing.T) {
 	}
 }
 
+// pruningConfig is a test worker's configuration that prunes acknowledged
+// history at once every interval, logging into logs and serving its metrics at
+// metricsURL.
+func pruningConfig(t *testing.T, d *testdb.DB, id string, interval time.Duration) (cfg wal.Config, logs *lockedBuffer, metricsURL string) {
+	t.Helper()
+	cfg = workerConfig(d, id)
+	cfg.HistoryRetention, cfg.PruneInterval = time.Microsecond, interval
+	logs = logTo(&cfg)
+	cfg.Metrics = metrics.New(d.Pool)
+	srv := httptest.NewServer(cfg.Metrics.Handler())
+	t.Cleanup(srv.Close)
+	return cfg, logs, srv.URL
+}
+
 // A worker with a retention prunes by itself, and capture goes on.
 func TestWorkerPrunesCaptureHistory(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	sharedDocs(t, d)
-	cfg := workerConfig(d, "retaining")
-	cfg.HistoryRetention, cfg.PruneInterval = time.Microsecond, 20*time.Millisecond
-	logs := logTo(&cfg)
-	cfg.Metrics = metrics.New(d.Pool)
-	srv := httptest.NewServer(cfg.Metrics.Handler())
-	defer srv.Close()
+	cfg, logs, metricsURL := pruningConfig(t, d, "retaining", 20*time.Millisecond)
 	startStreaming(t, d, cfg)
 	first := commitTxn(t, d, `INSERT INTO app.docs SELECT g, 'x' FROM generate_series(1, 50) g`)
 	second := commitTxn(t, d, `UPDATE app.docs SET v = 'y' WHERE id <= 10; DELETE FROM app.docs WHERE id > 40`)
@@ -198,7 +207,7 @@ func TestWorkerPrunesCaptureHistory(t *testing.T) {
 	})
 	// The worker counts what it pruned once the pruning committed.
 	waitFor(t, "pruning metric", 30*time.Second, func() (bool, error) {
-		return metricValue(t, scrape(t, srv.URL), "synchro_capture_history_pruned_events_total") == 70, nil
+		return metricValue(t, scrape(t, metricsURL), "synchro_capture_history_pruned_events_total") == 70, nil
 	})
 	requireMaterializedOnce(t, d, 50, first)
 	requireMaterializedOnce(t, d, 20, second)
