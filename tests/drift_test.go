@@ -129,7 +129,7 @@ func (e *driftEnv) requireBlockedBy(t *testing.T, bad, later committed, class, r
 	p := readPoison(t, d, bad)
 	want := "NULL"
 	if relation != "" {
-		want = fmt.Sprint(relationID(t, d, relation))
+		want = fmt.Sprint(recordedRelationID(t, d, relation))
 	}
 	if p.class != class || deref(p.relationID) != want || p.xid != bad.xid || !p.inBounds {
 		t.Fatalf("poison record %+v (relation %s), want class %s, relation %s (%s), xid %d within %s..%s",
@@ -137,6 +137,15 @@ func (e *driftEnv) requireBlockedBy(t *testing.T, bad, later committed, class, r
 	}
 	requireBlockedAt(t, d, e.cfg.Slot, p.commitLSN, later)
 	requireRedacted(t, d, e.log)
+}
+
+// recordedRelationID is the relation id registered under a schema-qualified
+// name, looked up by the recorded name (the relation may since have been
+// renamed, moved or dropped and recreated).
+func recordedRelationID(t *testing.T, d *testdb.DB, relation string) int64 {
+	t.Helper()
+	schema, name, _ := strings.Cut(relation, ".")
+	return queryInt(t, d, `SELECT relation_id FROM synchro.relation WHERE schema_name = $1 AND relation_name = $2`, schema, name)
 }
 
 // requireImage asserts the materialized image of a registered row (jsonb

@@ -187,8 +187,7 @@ func TestPoisonBlocksStream(t *testing.T) {
 			d.Exec(t, poisonSetup)
 			var wantRel *int64
 			if tc.relation != "" {
-				schema, name, _ := strings.Cut(tc.relation, ".")
-				id := queryInt(t, d, `SELECT relation_id FROM synchro.relation WHERE schema_name = $1 AND relation_name = $2`, schema, name)
+				id := recordedRelationID(t, d, tc.relation)
 				wantRel = &id
 			}
 			cfg := workerConfig(d, "w1")
@@ -286,15 +285,7 @@ func TestPoisonRetryAfterRepair(t *testing.T) {
 	}
 
 	// Retry without repair: the same transaction fails again.
-	if !queryBool(t, d, `SELECT synchro.retry_poison($1)`, p.id) {
-		t.Fatalf("retry_poison returned false")
-	}
-	waitFor(t, "second attempt", 30*time.Second, func() (bool, error) {
-		var n int
-		err := d.Pool.QueryRow(context.Background(), `SELECT attempts FROM synchro.poison_txn WHERE poison_id = $1`, p.id).Scan(&n)
-		return n == 2, err
-	})
-	waitBlocked(t, d, cfg.WorkerID, 200*time.Millisecond)
+	retryUnrepaired(t, d, cfg.WorkerID, p.id)
 	again := readPoison(t, d, bad)
 	if again.id != p.id || again.commitLSN != p.commitLSN || again.retryRequested || again.resolved {
 		t.Fatalf("after a failed retry: %+v, want the same unresolved record without a pending retry", again)
@@ -578,4 +569,20 @@ func TestPoisonRecordedWhileIdleWithholdsAcknowledgement(t *testing.T) {
 		t.Fatalf("processed boundary moved from %s to %s past an unresolved poison", before, after)
 	}
 	waitState(t, d, "w1", "streaming")
+}
+
+// retryUnrepaired asks for a retry of a poison record whose cause was not
+// repaired and waits until the worker has made its second attempt and is
+// blocked again.
+func retryUnrepaired(t *testing.T, d *testdb.DB, workerID string, poisonID int64) {
+	t.Helper()
+	if !queryBool(t, d, `SELECT synchro.retry_poison($1)`, poisonID) {
+		t.Fatalf("retry_poison returned false")
+	}
+	waitFor(t, "second attempt", 30*time.Second, func() (bool, error) {
+		var n int
+		err := d.Pool.QueryRow(context.Background(), `SELECT attempts FROM synchro.poison_txn WHERE poison_id = $1`, poisonID).Scan(&n)
+		return n == 2, err
+	})
+	waitBlocked(t, d, workerID, 200*time.Millisecond)
 }

@@ -651,9 +651,14 @@ func (s *stream) quarantine(ctx context.Context, txn *capture.Txn, f *capture.Fa
 	if sqlstate != "" {
 		state = &sqlstate
 	}
-	// Blocked before the record is durable: no heartbeat may report streaming
-	// once it is (the session's end would set the state only later).
+	// Blocked, and the heartbeat row saying so, before the record is durable:
+	// no heartbeat may report streaming once it is (the session's end would set
+	// the state only later, and a periodic heartbeat may have read the state
+	// just before).
 	s.w.setState("blocked")
+	if err := s.w.recordHeartbeat(ctx); err != nil {
+		return fmt.Errorf("record heartbeat before the poison record: %w", err)
+	}
 	var id int64
 	err := s.w.pool.QueryRow(ctx, `SELECT synchro.quarantine($1::pg_lsn, $2::pg_lsn, $3, $4, $5, $6)`,
 		txn.CommitLSN.String(), txn.EndLSN.String(), int64(txn.Xid), f.Class, state, rel).Scan(&id)

@@ -134,6 +134,7 @@ type Worker struct {
 
 	mu    sync.Mutex
 	state string
+	hbMu  sync.Mutex // serializes heartbeat writes
 }
 
 // New returns a worker over pool (a pool on cfg.DatabaseURL).
@@ -202,11 +203,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		_, err := w.pool.Exec(ctx, `
-			SELECT synchro.record_heartbeat($1, $2, $3, $4, p.registry_generation, p.materialized_commit_lsn, p.materialized_end_lsn)
-			FROM (SELECT NULL) x LEFT JOIN synchro.progress p ON true`,
-			w.cfg.WorkerID, w.getState(), w.started, w.cfg.Slot)
-		if err != nil && ctx.Err() == nil {
+		if err := w.recordHeartbeat(ctx); err != nil && ctx.Err() == nil {
 			w.cfg.Log.Warn("heartbeat failed", "worker", w.cfg.WorkerID, "error", err.Error())
 		}
 		select {
@@ -215,6 +212,19 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// recordHeartbeat writes the heartbeat row with the current state. Writes are
+// serialized and each reads the state under the same lock, so a write that
+// returns has superseded every heartbeat read before it.
+func (w *Worker) recordHeartbeat(ctx context.Context) error {
+	w.hbMu.Lock()
+	defer w.hbMu.Unlock()
+	_, err := w.pool.Exec(ctx, `
+		SELECT synchro.record_heartbeat($1, $2, $3, $4, p.registry_generation, p.materialized_commit_lsn, p.materialized_end_lsn)
+		FROM (SELECT NULL) x LEFT JOIN synchro.progress p ON true`,
+		w.cfg.WorkerID, w.getState(), w.started, w.cfg.Slot)
+	return err
 }
 
 func (w *Worker) step(s Step) error {
