@@ -24,27 +24,32 @@ type batchTxn struct {
 	Events             []batchEvent `json:"-"`
 }
 
-// batchEvent is one applicable row event; Image is nil for a delete, and for
-// an event of a spilled transaction, whose image is in spill at imageAt.
+// batchEvent is one applicable row event; its image is empty for a delete.
 type batchEvent struct {
 	Ordinal    int
 	RelationID int64
 	Key        string
 	Op         string
-	Image      json.RawMessage
+	Image      storedImage
 	Partial    bool
 	FenceID    pgtype.UUID
 	Version    string
-	spill      *capture.Spill
-	imageAt    capture.SpillRef
 }
 
-// image returns the event's image, reading it back when it was spilled.
-func (ev *batchEvent) image() (json.RawMessage, error) {
-	if ev.spill == nil {
-		return ev.Image, nil
+// storedImage is an image held in memory, or (an event of a spilled
+// transaction) written to its transaction's spill file.
+type storedImage struct {
+	inline json.RawMessage
+	spill  *capture.Spill
+	at     capture.SpillRef
+}
+
+// get returns the image, reading it back when it was spilled.
+func (s storedImage) get() (json.RawMessage, error) {
+	if s.spill == nil {
+		return s.inline, nil
 	}
-	return ev.spill.Get(ev.imageAt)
+	return s.spill.Get(s.at)
 }
 
 // eventColumns are the columns of the scratch table synchro_seg_event that a
@@ -81,7 +86,7 @@ func (r *eventRows) Next() bool {
 
 func (r *eventRows) Values() ([]any, error) {
 	ev := &r.txns[r.t].Events[r.e-1]
-	img, err := ev.image()
+	img, err := ev.Image.get()
 	if err != nil {
 		return nil, err
 	}
@@ -102,10 +107,9 @@ type rowID struct {
 }
 
 // rowImage is a row's image; partial when it still lacks unchanged TOAST values
-// (no earlier image of the row in the batch was complete). The image of a
-// spilled transaction's event is in its spill file.
+// (no earlier image of the row in the batch was complete).
 type rowImage struct {
-	ev      batchEvent
+	img     storedImage
 	partial bool
 }
 
@@ -188,7 +192,7 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 			}
 			// The merged image stays partial when the earlier one was partial too.
 			if prev, ok := last[id]; ok && partial {
-				base, err := prev.ev.image()
+				base, err := prev.img.get()
 				if err != nil {
 					return out, err
 				}
@@ -197,14 +201,15 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 				}
 				partial = prev.partial
 			}
-			ev.Image, ev.Partial = img, partial
+			ev.Image, ev.Partial = storedImage{inline: img}, partial
 			if sp := txn.Spill(); sp != nil {
-				if ev.imageAt, err = sp.Put(img); err != nil {
+				at, err := sp.Put(img)
+				if err != nil {
 					return out, err
 				}
-				ev.Image, ev.spill = nil, sp
+				ev.Image = storedImage{spill: sp, at: at}
 			}
-			last[id] = rowImage{ev, partial}
+			last[id] = rowImage{ev.Image, partial}
 		}
 		// The decoded values are in the image now: let them go, so that a large
 		// transaction is not held twice (its quarantine needs only positions).
