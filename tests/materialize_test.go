@@ -1099,9 +1099,7 @@ func materializeInOneBatch(t *testing.T, d *testdb.DB, first *runningWorker, wor
 		t.Fatalf("first worker: %v", err)
 	}
 	before := queryText(t, d, `SELECT coalesce(max(commit_lsn), '0/0')::text FROM synchro.txn_ledger`)
-	for _, sql := range workload {
-		commitTxn(t, d, sql)
-	}
+	commitEach(t, d, workload)
 	cfg := workerConfig(d, "wb")
 	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
 	startWorker(t, d, cfg)

@@ -262,9 +262,7 @@ func spillReference(t *testing.T, setup func(*testing.T, *testdb.DB), workload [
 	p := spillTo(t, &cfg)
 	w := startStreaming(t, ref, cfg)
 	peek := ref.CreateSlot(t)
-	for _, sql := range workload {
-		commitTxn(t, ref, sql)
-	}
+	commitEach(t, ref, workload)
 	waitMaterialized(t, ref)
 	if err := w.stop(t); err != nil {
 		t.Fatal(err)
@@ -321,14 +319,10 @@ func runSpilling(t *testing.T, setup func(*testing.T, *testdb.DB), workload []st
 	var cs []committed
 	if mode == spillLive {
 		startStreaming(t, d, cfg)
-		for _, sql := range workload {
-			cs = append(cs, commitTxn(t, d, sql))
-		}
+		cs = commitEach(t, d, workload)
 	} else {
 		startStreaming(t, d, cfg).stop(t)
-		for _, sql := range workload {
-			cs = append(cs, commitTxn(t, d, sql))
-		}
+		cs = commitEach(t, d, workload)
 		batchConfig(&cfg, mode)
 		startWorker(t, d, cfg)
 	}
@@ -498,17 +492,13 @@ func TestSpillAuditCrashWindows(t *testing.T) {
 			var cs []committed
 			if tc.mode == spillLive {
 				w := startStreaming(t, d, crashCfg)
-				for _, sql := range workload {
-					cs = append(cs, commitTxn(t, d, sql))
-				}
+				cs = commitEach(t, d, workload)
 				if err := w.waitExit(t, 30*time.Second); !errors.Is(err, wal.ErrStopped) {
 					t.Fatalf("crashing worker returned %v, want wal.ErrStopped", err)
 				}
 			} else {
 				startStreaming(t, d, cfg).stop(t)
-				for _, sql := range workload {
-					cs = append(cs, commitTxn(t, d, sql))
-				}
+				cs = commitEach(t, d, workload)
 				w := startWorker(t, d, crashCfg)
 				if err := w.waitExit(t, 30*time.Second); !errors.Is(err, wal.ErrStopped) {
 					t.Fatalf("crashing worker returned %v, want wal.ErrStopped", err)
@@ -796,10 +786,7 @@ func TestSpillAuditPoisonRetryAfterRepair(t *testing.T) {
 	p := spillTo(t, &cfg)
 	log := logTo(&cfg)
 	startStreaming(t, d, cfg).stop(t)
-	var cs []committed
-	for _, sql := range txns {
-		cs = append(cs, commitTxn(t, d, sql))
-	}
+	cs := commitEach(t, d, txns)
 	batchConfig(&cfg, spillBatch)
 	startWorker(t, d, cfg)
 	waitPoison(t, d)
@@ -1014,10 +1001,7 @@ func TestSpillAuditFileDamagedUnderWorker(t *testing.T) {
 			p := spillTo(t, &cfg)
 			logs := logTo(&cfg)
 			startStreaming(t, d, cfg).stop(t)
-			var cs []committed
-			for _, sql := range workload {
-				cs = append(cs, commitTxn(t, d, sql))
-			}
+			cs := commitEach(t, d, workload)
 			batchConfig(&cfg, tc.mode)
 			var damaged, occurrences atomic.Int64
 			cfg.AfterStep = p.hook(func(s wal.Step) error {

@@ -217,6 +217,16 @@ func commitTxn(t *testing.T, d *testdb.DB, statements string) committed {
 	return commitSteps(t, d, sqlStep(statements))
 }
 
+// commitEach commits each entry of statements as a transaction of its own, in order.
+func commitEach(t *testing.T, d *testdb.DB, statements []string) []committed {
+	t.Helper()
+	cs := make([]committed, 0, len(statements))
+	for _, sql := range statements {
+		cs = append(cs, commitTxn(t, d, sql))
+	}
+	return cs
+}
+
 // txnStep is one step of a source transaction, run on its connection.
 type txnStep func(ctx context.Context, conn *pgx.Conn) error
 
