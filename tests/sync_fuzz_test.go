@@ -36,25 +36,6 @@ type fuzzEnv struct {
 	otherClient string // a client of user u2
 }
 
-// fuzzWait polls cond until it holds (deadline 30s).
-func fuzzWait(tb testing.TB, what string, cond func() (bool, error)) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, err := cond()
-		if err != nil {
-			tb.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // fuzzPost posts body to path with the bearer token tok and returns the status,
 // headers and raw answer.
 func fuzzPost(tb testing.TB, url, tok string, body []byte) (int, http.Header, []byte) {
@@ -110,7 +91,7 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 		}
 		d.DropSlot(f, cfg.Slot)
 	})
-	fuzzWait(f, "stream start", func() (bool, error) {
+	waitFor(f, "stream start", 30*time.Second, func() (bool, error) {
 		var ok bool
 		err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.progress)`).Scan(&ok)
 		return ok, err
@@ -119,13 +100,13 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 		INSERT INTO app.projects VALUES ('p1', 'u1'); INSERT INTO app.tasks VALUES (1, 'p1', 'task');
 		INSERT INTO app.notes VALUES ('n1', 'note'); INSERT INTO app.note_members (note_id, user_id) VALUES ('n1', 'u1');
 		INSERT INTO app.templates VALUES (1, 'welcome')`)
-	fuzzWait(f, "materialization", func() (bool, error) {
+	waitFor(f, "materialization", 30*time.Second, func() (bool, error) {
 		var ok bool
 		err := d.Pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`).Scan(&ok)
 		return ok, err
 	})
 	d.Exec(f, `SELECT synchro.configure_readiness('10 seconds', 1073741824, '60 seconds', current_database())`)
-	fuzzWait(f, "capture ready", func() (bool, error) {
+	waitFor(f, "capture ready", 30*time.Second, func() (bool, error) {
 		var ok bool
 		err := d.Pool.QueryRow(ctx, `SELECT synchro.is_ready()`).Scan(&ok)
 		return ok, err

@@ -76,7 +76,7 @@ func (w *runningWorker) stop(t *testing.T) error {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
