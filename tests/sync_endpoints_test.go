@@ -15,6 +15,7 @@ import (
 
 	"github.com/synchro-sync/synchro/internal/auth"
 	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
 // Black-box tests of the sync endpoints (docs/protocol-v3.md): every request
@@ -1180,6 +1181,40 @@ func TestSyncEndpointPushOutcomes(t *testing.T) {
 			t.Fatalf("replay %v differs from %v", again, o)
 		}
 	})
+}
+
+// TestSyncEndpointPushBeforeStreamStart: before any worker has started the
+// capture stream, a push is refused with 503 not_ready and writes nothing (no
+// row, mutation record or fence): a write committed before the stream's start is
+// never decoded, so its fence would hold the client's pulls at capture_pending
+// for good. Once the stream exists the same push applies and is captured.
+func TestSyncEndpointPushBeforeStreamStart(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, syncSchema)
+	e := &syncEnv{d: d, cfg: workerConfig(d, "late"), url: serveSync(t, d)}
+	e.connect(t, "u1", "c1")
+	m := mut("early", "docs", "insert", map[string]any{"id": "d-early"}, map[string]any{"owner_id": "u1", "title": "t"})
+	r := e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c1", "mutations": []any{m}})
+	requireError(t, "push before the stream starts", r, http.StatusServiceUnavailable, "not_ready")
+	if ra := r.Header.Get("Retry-After"); ra != "1" {
+		t.Fatalf("Retry-After %q", ra)
+	}
+	if n := queryInt(t, d, `SELECT (SELECT count(*) FROM app.docs) + (SELECT count(*) FROM synchro.mutation) + (SELECT count(*) FROM synchro.fence)`); n != 0 {
+		t.Fatalf("a refused push left %d rows, mutation records and fences", n)
+	}
+
+	e.w = startStreaming(t, d, e.cfg)
+	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
+	if st, _ := outcome(t, e.push(t, "u1", "c1", m), "early"); st != "accepted" {
+		t.Fatalf("push once the stream exists: %s", st)
+	}
+	waitMaterialized(t, d)
+	r1 := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 100, r1)
+	if _, ok := r1.rows["user:u1"][rowKey("docs", map[string]any{"id": "d-early"})]; !ok {
+		t.Fatalf("the pushed row was not captured: %v", r1.rows)
+	}
 }
 
 // TestSyncEndpointCaptureGate: while the worker is stopped, a client with an

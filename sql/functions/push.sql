@@ -6,7 +6,11 @@
 -- nothing again; when that wait times out or deadlocks, the mutation is answered
 -- server_retryable. server_retryable outcomes are not recorded, so a retry applies.
 -- Request-level failures (unknown or foreign client, stale schema) refuse the
--- whole request. Authoritative writes and fences only: no pull-visible effect.
+-- whole request, and so does a database whose capture stream the worker has not
+-- started yet (503 not_ready): a write committed before the stream's start is
+-- never decoded, so its fence would never be materialized and the client's
+-- pulls would wait on it for good. Authoritative writes and fences only: no
+-- pull-visible effect.
 -- server_row_text fields are rendered to server_row by the HTTP layer.
 CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb)
 RETURNS jsonb
@@ -27,6 +31,11 @@ DECLARE
     accepted jsonb := '[]';
     rejected jsonb := '[]';
 BEGIN
+    -- The worker records the progress row only once it has created the slot,
+    -- so a push that sees the row commits after the stream's start.
+    IF NOT EXISTS (SELECT FROM synchro.progress) THEN
+        PERFORM synchro.refuse(503, 'not_ready', 'capture has not started yet; retry later');
+    END IF;
     FOR m IN SELECT value FROM jsonb_array_elements(request -> 'mutations') LOOP
         claimed := NULL;
         res := NULL;
