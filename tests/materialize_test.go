@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
@@ -631,10 +633,23 @@ func TestMaterializeSpilledTransaction(t *testing.T) {
 		UPDATE app.big SET v = 'b' WHERE id = 0`)
 	after := commitTxn(t, d, `UPDATE app.big SET v = 'd' WHERE id = 1; UPDATE app.big SET v = 'c' WHERE id = 3`)
 	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
+	logs := logTo(&cfg)
+	cfg.Metrics = metrics.New(d.Pool)
+	srv := httptest.NewServer(cfg.Metrics.Handler())
+	defer srv.Close()
 	startWorker(t, d, cfg)
 	waitMaterialized(t, d)
 	requireMaterializedOnce(t, d, 12, spilled)
 	requireMaterializedOnce(t, d, 2, after)
+	// Operators see it: one log line and the counters, for the large transaction only.
+	if n := strings.Count(logs.String(), "large transaction spilled to disk"); n != 1 ||
+		!strings.Contains(logs.String(), fmt.Sprintf("xid=%d ", spilled.xid)) {
+		t.Fatalf("%d spill log lines, want 1 for xid %d:\n%s", n, spilled.xid, logs)
+	}
+	body := scrape(t, srv.URL)
+	if n, b := metricValue(t, body, "synchro_capture_spilled_transactions_total"), metricValue(t, body, "synchro_capture_spilled_bytes_total"); n != 1 || b < 9000 {
+		t.Fatalf("spill metrics: %v transactions, %v bytes; want 1 and at least the 9 kB row", n, b)
+	}
 	if n := queryInt(t, d, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger WHERE xid = ANY ($1)`,
 		[]int64{spilled.xid, after.xid}); n != 1 {
 		t.Fatalf("the spilled transaction and the one after it were materialized in %d batches, want 1", n)

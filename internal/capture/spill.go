@@ -52,6 +52,9 @@ func (s *Spill) Put(b []byte) (SpillRef, error) {
 	return r, nil
 }
 
+// Size is how many bytes the file holds.
+func (s *Spill) Size() int64 { return s.end }
+
 // Get reads the record at r.
 func (s *Spill) Get(r SpillRef) ([]byte, error) {
 	b := make([]byte, r.Len)

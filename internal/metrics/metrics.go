@@ -31,6 +31,8 @@ type Metrics struct {
 	syncErrors    *prometheus.CounterVec
 	pushOutcomes  *prometheus.CounterVec
 	pruned        prometheus.Counter
+	spilledTxns   prometheus.Counter
+	spilledBytes  prometheus.Counter
 }
 
 // New registers every collector; capture lag and poison state are read from
@@ -59,9 +61,13 @@ func New(pool *pgxpool.Pool) *Metrics {
 			Name: "synchro_push_mutations_total", Help: "Push mutation outcomes: applied, or the rejection code."}, []string{"outcome"}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "synchro_capture_history_pruned_events_total", Help: "Event-ledger rows and their write fences pruned by this process's worker."}),
+		spilledTxns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "synchro_capture_spilled_transactions_total", Help: "Source transactions received whose row data passed the spill threshold (held partly in a temporary file)."}),
+		spilledBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "synchro_capture_spilled_bytes_total", Help: "Row data of received source transactions written to spill files."}),
 	}
 	m.registry.MustRegister(m.transactions, m.rows, m.batchSize, m.batchDuration, m.httpRequests, m.httpDuration,
-		m.syncErrors, m.pushOutcomes, m.pruned,
+		m.syncErrors, m.pushOutcomes, m.pruned, m.spilledTxns, m.spilledBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&captureCollector{pool: pool})
 	return m
@@ -89,6 +95,16 @@ func (m *Metrics) ObservePruned(events int64) {
 		return
 	}
 	m.pruned.Add(float64(events))
+}
+
+// ObserveSpill records a received source transaction that spilled bytes of row
+// data to its spill file.
+func (m *Metrics) ObserveSpill(bytes int64) {
+	if m == nil {
+		return
+	}
+	m.spilledTxns.Inc()
+	m.spilledBytes.Add(float64(bytes))
 }
 
 // Middleware counts requests and their latency per route template and status.

@@ -172,6 +172,11 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 				return s.decodeFailure(ctx, err)
 			}
 			if txn != nil {
+				if sp := txn.Spill(); sp != nil {
+					s.w.cfg.Log.Info("large transaction spilled to disk", "worker", s.w.cfg.WorkerID, "xid", txn.Xid,
+						"commit_lsn", txn.CommitLSN.String(), "row_events", len(txn.Rows), "spilled_bytes", sp.Size())
+					s.w.cfg.Metrics.ObserveSpill(sp.Size())
+				}
 				if len(s.batch) == 0 {
 					s.oldest = time.Now()
 				}
