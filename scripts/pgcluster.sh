@@ -11,6 +11,9 @@
 # senders (tests create one slot per test). When invoked as root, postgres runs as
 # an unprivileged user (postgres if it exists, else a created synchro-pg user).
 # Binaries come from PG_BIN, else the newest /usr/lib/postgresql/*/bin.
+# PGCLUSTER_FAST=1 (the throwaway clusters of scripts/with-cluster.sh: make test,
+# bench, soak) turns fsync off and configures a synchronous standby that never
+# connects, which only sessions asking for synchronous_commit = on wait for.
 set -euo pipefail
 
 cmd=${1:?usage: pgcluster.sh start|stop|crash|url DIR [PORT]}
@@ -78,6 +81,12 @@ log_statement = none
 CONF
       if [ "${PGCLUSTER_FAST:-0}" = 1 ]; then
         printf 'fsync = off\nfull_page_writes = off\n' >>"$dir/postgresql.conf"
+        # A synchronous standby that never connects, and synchronous_commit = local
+        # by default so that no session waits for it: a test session that sets
+        # synchronous_commit = on commits to the WAL (the worker decodes the
+        # transaction) but stays invisible to other snapshots until it is
+        # cancelled, the window a real synchronous standby opens on every commit.
+        printf "synchronous_standby_names = 'synchro_test_absent_standby'\nsynchronous_commit = local\n" >>"$dir/postgresql.conf"
       fi
     fi
     if as_pg "$pg_bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then

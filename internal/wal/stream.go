@@ -262,6 +262,12 @@ func (s *stream) flush(ctx context.Context, pipelined bool) error {
 			continue
 		}
 		if s.needsRegistry(txn) {
+			// The registering transaction is decoded as soon as its commit is in
+			// the WAL, a moment (with a synchronous standby, a round trip to it)
+			// before its registration is visible to the worker's snapshot.
+			if _, err := w.pool.Exec(ctx, `SELECT synchro.await_visible(ARRAY[$1::bigint])`, int64(txn.Xid)); err != nil {
+				return err
+			}
 			reg, err := loadRegistry(ctx, w.pool)
 			if err != nil {
 				return err
