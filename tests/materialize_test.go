@@ -1165,9 +1165,10 @@ func replayThenMaterialize(t *testing.T, d *testdb.DB, commitLSN string, ev newE
 		(SELECT jsonb_build_object('commit_lsn', l.commit_lsn, 'end_lsn', l.end_lsn, 'xid', l.xid, 'commit_time', l.commit_time,
 		        'event_count', l.event_count, 'applied', l.applied_count, 'registry_generation', p.registry_generation)
 		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = $1::pg_lsn),
-		(SELECT jsonb_build_object('commit_lsn', 'FFFF/0', 'end_lsn', 'FFFF/10', 'xid', l.xid, 'commit_time', l.commit_time,
+		(SELECT jsonb_build_object('commit_lsn', 'FFFF/0', 'end_lsn', 'FFFF/10',
+		        'xid', (SELECT f.xid::text::bigint % 4294967296 FROM synchro.fence f WHERE f.fence_id = $2::uuid), 'commit_time', l.commit_time,
 		        'event_count', 1, 'applied', 1, 'registry_generation', p.registry_generation)
-		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = $1::pg_lsn)))`, []any{commitLSN}},
+		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = $1::pg_lsn)))`, []any{commitLSN, ev.fenceID}},
 	} {
 		if _, err := tx.Exec(ctx, step.sql, step.args...); err != nil {
 			t.Fatalf("replay batch: %v", err)

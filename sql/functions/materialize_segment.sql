@@ -9,7 +9,9 @@
 -- transaction is a segment of its own, and its dependency changes are applied to
 -- the projections before the impacted rows are evaluated. Per transaction:
 --   * applicable events enter the event ledger; their fences are marked
---     materialized (every one must be recorded and not yet materialized);
+--     materialized (every one must be recorded by the event's own transaction
+--     for the same relation, operation, key and version, and not yet
+--     materialized);
 --   * the last image of each row is applied to the projections;
 --   * each changed synced row gets an immutable version (the fence's opaque
 --     version, wire image = synced columns, row checksum; the latest version is the
@@ -57,13 +59,27 @@ BEGIN
         RETURN;
     END IF;
 
-    UPDATE synchro.fence f
-    SET materialized_lsn = e.commit_lsn
-    FROM synchro_seg_event e
-    WHERE e.seq BETWEEN first_seq AND last_seq AND f.fence_id = e.f AND f.materialized_lsn IS NULL;
-    GET DIAGNOSTICS reconciled = ROW_COUNT;
+    -- Each event's fence, by its fence_id, must be the one recorded for it: same
+    -- relation, operation, key and version, not yet materialized, and written by
+    -- the event's own transaction (fence.xid's low 32 bits are the decoded xid).
+    -- The transaction check groups the fences marked per transaction and meets
+    -- the batch's transactions in a full join, which is only ever hashed or
+    -- merged (never a rescan per row, whatever the scratch tables' estimates).
+    -- Any fence that fails a check leaves the count short; the exception then
+    -- undoes the marks.
+    WITH marked AS (
+        UPDATE synchro.fence f
+        SET materialized_lsn = e.commit_lsn
+        FROM synchro_seg_event e
+        WHERE e.seq BETWEEN first_seq AND last_seq AND f.fence_id = e.f AND f.materialized_lsn IS NULL
+          AND f.relation_id = e.r AND f.op = e.op AND f.key = e.k AND f.version = e.v
+        RETURNING e.seq, f.xid::text::bigint % 4294967296 AS xid)
+    SELECT coalesce(sum(m.n) FILTER (WHERE m.xid = t.xid), 0) INTO reconciled
+    FROM (SELECT m.seq, m.xid, count(*)::integer AS n FROM marked m GROUP BY m.seq, m.xid) m
+    FULL JOIN (SELECT t.seq, t.xid FROM synchro_seg_txn t WHERE t.seq BETWEEN first_seq AND last_seq) t ON t.seq = m.seq;
     IF reconciled <> expected THEN
-        RAISE EXCEPTION 'synchro: % of % fences are not recorded or already materialized', expected - reconciled, expected
+        RAISE EXCEPTION 'synchro: % of % fences are not recorded, already materialized, or disagree with their row events (relation, operation, key, version or transaction)',
+            expected - reconciled, expected
             USING ERRCODE = 'data_corrupted';
     END IF;
 
