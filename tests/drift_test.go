@@ -235,8 +235,11 @@ func TestDriftBlocksCapture(t *testing.T) {
 			poison: `SET LOCAL session_replication_role = replica;
 				INSERT INTO app.t VALUES ('SECRET-k8', 'SECRET-123', '1', 'SECRET-a8')`},
 		{name: "session_replication_role_replica_truncate", class: capture.ClassTruncate, relation: "app.t",
-			// The truncate guard does not fire either.
-			poison: `SET LOCAL session_replication_role = replica; TRUNCATE app.t`},
+			// The truncate guard fires in every session (ENABLE ALWAYS); set
+			// back to ordinary sessions only, it lets a replica session's
+			// TRUNCATE of the relation through, which is decoded.
+			prepare: `ALTER TABLE app.t ENABLE TRIGGER synchro_truncate_guard`,
+			poison:  `SET LOCAL session_replication_role = replica; TRUNCATE app.t`},
 		{name: "fence_trigger_enabled_replica_only", class: capture.ClassFenceUnmatched, relation: "app.t",
 			prepare:   `ALTER TABLE app.t ENABLE REPLICA TRIGGER synchro_fence`,
 			poison:    `INSERT INTO app.t VALUES ('SECRET-k9', 'SECRET-123', '1', 'SECRET-a9')`,
@@ -324,6 +327,13 @@ func TestDriftRefusedBeforeCapture(t *testing.T) {
 			// Published via the root, a partition's TRUNCATE is never decoded:
 			// registration put the truncate guard on the partition too.
 			write: `TRUNCATE app.parts_1`},
+		{name: "truncate_in_replica_session", writeState: "0A000",
+			// The truncate guards fire in every session (ENABLE ALWAYS), also
+			// where ordinary triggers do not (a subscription's apply worker).
+			write: `SET LOCAL session_replication_role = replica; TRUNCATE app.t`},
+		{name: "truncate_partition_in_replica_session", writeState: "0A000",
+			// A partition's TRUNCATE would never be decoded.
+			write: `SET LOCAL session_replication_role = replica; TRUNCATE app.parts_1`},
 		{name: "truncate_partition_created_later", prepareState: "0A000",
 			// A new partition gets the row triggers (cloned) but not the truncate
 			// guard until synchro.guard_partitions installs it.
@@ -368,11 +378,14 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 		attach     = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
 		writeT     = `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`
 		lostReason = " (detached or dropped while it may have held rows)"
+		guardRepair = `SELECT synchro.guard_partitions()`
+		unguarded   = "app.parts has partition app.parts_1 without a truncate guard that fires in every session"
 	)
 	imageT := [3]string{"app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`}
 	for _, tc := range []struct {
 		name, ddl, write, reason, repair string
 		image                            [3]string // relation, key and image of write after the repair
+		triggers                         bool      // the triggers check fails too
 	}{
 		{name: "column_dropped_and_added_again",
 			ddl:    `ALTER TABLE app.t DROP COLUMN v; ALTER TABLE app.t ADD COLUMN v text`,
@@ -399,6 +412,15 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 				DROP TABLE app.parts_2a`,
 			write: writeT, reason: "app.parts lost partition app.parts_2a" + lostReason,
 			repair: `SELECT synchro.forget_lost_partition('app.parts_2a')`, image: imageT},
+		// pgoutput never sends a partition's TRUNCATE: while the partition's guard
+		// may not fire, one could empty it unseen. guard_partitions restores the
+		// guard (the owner attests that the partition was not truncated).
+		{name: "partition_truncate_guard_disabled", ddl: `ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_truncate_guard`,
+			write: writeT, reason: unguarded, repair: guardRepair, image: imageT, triggers: true},
+		{name: "partition_truncate_guard_dropped", ddl: `DROP TRIGGER synchro_truncate_guard ON app.parts_1`,
+			write: writeT, reason: unguarded, repair: guardRepair, image: imageT, triggers: true},
+		{name: "partition_truncate_guard_ordinary_sessions_only", ddl: `ALTER TABLE app.parts_1 ENABLE TRIGGER synchro_truncate_guard`,
+			write: writeT, reason: unguarded, repair: guardRepair, image: imageT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -408,7 +430,11 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			held := commitTxn(t, d, tc.write)
 			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
 			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
-			waitReadiness(t, d, "worker", "registry")
+			if tc.triggers {
+				waitReadiness(t, d, "worker", "registry", "triggers")
+			} else {
+				waitReadiness(t, d, "worker", "registry")
+			}
 			if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(reason, tc.reason) {
 				t.Fatalf("registry check: %q, want %q", reason, tc.reason)
 			}

@@ -471,7 +471,65 @@ func TestMigrationRecordsPartitionsOfRegisteredRelations(t *testing.T) {
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, []string{"app.p1", "app.p1a", "app.p2"}) {
 		t.Fatalf("migration recorded %v", got)
 	}
+	// app.p2 was never guarded: capture blocks until guard_partitions guards it.
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "app.p has partition app.p2 without a truncate guard") {
+		t.Fatalf("catalog drift after the migration: %v, want the unguarded app.p2", got)
+	}
+	d.Exec(t, `SELECT synchro.guard_partitions()`)
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
-		t.Fatalf("%d relations drifted after the migration", n)
+		t.Fatalf("%d relations drifted after guard_partitions", n)
+	}
+}
+
+// TestMigrationMakesGuardsFireAlways: truncate and partition guards installed
+// before migration 00009 fired in ordinary sessions only (ENABLE), so a
+// replica session (a subscription's apply worker) could TRUNCATE a partition
+// unseen; the migration makes them fire in every session (ENABLE ALWAYS) and
+// leaves a disabled one disabled (capture blocks on it). Its Down section
+// restores ordinary firing.
+func TestMigrationMakesGuardsFireAlways(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.p (id bigint PRIMARY KEY, v text) PARTITION BY RANGE (id);
+		CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10);
+		CREATE TABLE app.p2 PARTITION OF app.p FOR VALUES FROM (10) TO (20);
+		SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}')`)
+	guards := `SELECT tgrelid::regclass || ' ' || tgname || ' ' || tgenabled::text FROM pg_trigger
+		WHERE tgname IN ('synchro_truncate_guard', 'synchro_partition_guard') ORDER BY tgrelid::regclass::text, tgname`
+	want := func(p2Truncate string) []string {
+		return []string{"app.p synchro_truncate_guard A", "app.p1 synchro_partition_guard A", "app.p1 synchro_truncate_guard A",
+			"app.p2 synchro_partition_guard A", "app.p2 synchro_truncate_guard " + p2Truncate}
+	}
+	if got := rowsOf(t, d, guards); !slices.Equal(got, want("A")) {
+		t.Fatalf("registration installed %v", got)
+	}
+	later := migrateDownTo(t, d, 8)
+	ordinary := rowsOf(t, d, guards)
+	if !slices.Equal(ordinary, []string{"app.p synchro_truncate_guard O", "app.p1 synchro_partition_guard O", "app.p1 synchro_truncate_guard O",
+		"app.p2 synchro_partition_guard O", "app.p2 synchro_truncate_guard O"}) {
+		t.Fatalf("after the Down section: %v", ordinary)
+	}
+	d.Exec(t, `ALTER TABLE app.p2 DISABLE TRIGGER synchro_truncate_guard`)
+	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Applied, later) {
+		t.Fatalf("applied migrations %v, want %v", res.Applied, later)
+	}
+	if got := rowsOf(t, d, guards); !slices.Equal(got, want("D")) {
+		t.Fatalf("after the migration: %v", got)
+	}
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "app.p has partition app.p2 without a truncate guard") {
+		t.Fatalf("catalog drift: %v, want the disabled guard of app.p2", got)
+	}
+	if n := queryInt(t, d, `SELECT synchro.guard_partitions()`); n != 1 {
+		t.Fatalf("guard_partitions enabled %d guards, want 1", n)
+	}
+	if got := rowsOf(t, d, guards); !slices.Equal(got, want("A")) {
+		t.Fatalf("after guard_partitions: %v", got)
 	}
 }

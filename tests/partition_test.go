@@ -459,27 +459,43 @@ func TestPartitionRenamedPartition(t *testing.T) {
 	}
 }
 
-// TestPartitionDetachedBeforeGuard: documented as not detected: a
-// partition created after registration and detached before
-// guard_partitions() recorded it. Readiness reports its missing guards while
-// it is attached; its rows written meanwhile are captured (the
-// row triggers are cloned).
+// TestPartitionDetachedBeforeGuard: a partition created after registration
+// has the cloned fence but no statement guards until guard_partitions()
+// records it, and its TRUNCATE would never be decoded, so the fence refuses
+// every write into it (55000, through the root or directly) and nothing is
+// written. Readiness reports its missing guards. It holds no captured row, so
+// detaching it before it was recorded loses nothing (no drift); once
+// guard_partitions() records a partition, writes into it are captured.
 func TestPartitionDetachedBeforeGuard(t *testing.T) {
 	t.Parallel()
 	e := newDriftEnv(t)
 	d := e.d
-	d.Exec(t, `CREATE TABLE app.parts_3 PARTITION OF app.parts FOR VALUES FROM (2000) TO (3000)`)
-	c := commitTxn(t, d, `INSERT INTO app.parts VALUES (2500, 'SECRET-unguarded')`)
-	waitMaterialized(t, d)
-	requireMaterializedOnce(t, d, 1, c)
-	requireImage(t, d, "app.parts", "2500", `{"id": 2500, "v": "SECRET-unguarded"}`)
+	d.Exec(t, `CREATE TABLE app.parts_3 PARTITION OF app.parts FOR VALUES FROM (2000) TO (3000);
+		CREATE TABLE app.parts_4 PARTITION OF app.parts FOR VALUES FROM (3000) TO (4000)`)
+	for _, write := range []string{`INSERT INTO app.parts VALUES (2500, 'SECRET-unguarded')`,
+		`INSERT INTO app.parts_4 VALUES (3500, 'SECRET-unguarded')`} {
+		requireState(t, d.ExecErr(write), "55000", "is not guarded yet")
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM app.parts WHERE id >= 2000`); n != 0 {
+		t.Fatalf("%d rows written into the unguarded partitions", n)
+	}
 	waitReadiness(t, d, "triggers")
 	if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'triggers'`); !strings.Contains(reason, "synchro_partition_guard on app.parts_3 is missing") {
 		t.Fatalf("triggers check: %q, want the missing partition guard of app.parts_3", reason)
 	}
 	_, err := d.Pool.Exec(context.Background(), `SELECT synchro.detach_partition('app.parts_3')`)
 	requireState(t, err, "42809", "app.parts_3 is not a recorded partition of a registered relation")
+	d.Exec(t, `ALTER TABLE app.parts DETACH PARTITION app.parts_3`)
 	requireNoDrift(t, d)
+
+	if n := queryInt(t, d, `SELECT synchro.guard_partitions()`); n != 2 {
+		t.Fatalf("guard_partitions installed %d guards, want the 2 of app.parts_4", n)
+	}
+	c := commitTxn(t, d, `INSERT INTO app.parts_4 VALUES (3500, 'SECRET-guarded')`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, c)
+	requireImage(t, d, "app.parts", "3500", `{"id": 3500, "v": "SECRET-guarded"}`)
+	waitReadiness(t, d)
 }
 
 // TestPartitionDetachConcurrentlyPending: DETACH PARTITION CONCURRENTLY

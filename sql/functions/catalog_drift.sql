@@ -5,7 +5,11 @@
 -- under its name and type (the values it held are gone without a row event),
 -- a recorded partition left the partition tree (detached or dropped: its rows
 -- left the relation without row events; synchro.detach_partition releases an
--- empty one first), or a partition's replica identity is not DEFAULT (pgoutput
+-- empty one first), a recorded partition's truncate guard is missing, disabled
+-- or not ENABLE ALWAYS (pgoutput never sends a partition's TRUNCATE, so the
+-- guard is all that stops one; synchro.guard_partitions restores it, attesting
+-- that the partition was not truncated meanwhile), or a partition's replica
+-- identity is not DEFAULT (pgoutput
 -- describes a partition's rows by the partitioned root). The worker blocks capture while
 -- any exists; readiness reports them as registry drift (ADR 001, "Registry
 -- activation and relation drift"). Drift that decoded transactions show (a
@@ -32,6 +36,8 @@ BEGIN
                          THEN 'has a registered column dropped and added again'
                      WHEN lost.name IS NOT NULL
                          THEN format('lost partition %s (detached or dropped while it may have held rows)', lost.name)
+                     WHEN unguarded.name IS NOT NULL
+                         THEN format('has partition %s without a truncate guard that fires in every session (missing, disabled or not ENABLE ALWAYS: its TRUNCATE would go unseen)', unguarded.name)
                      WHEN c.relkind = 'p' AND EXISTS (SELECT FROM pg_partition_tree(c.oid::regclass) t
                                                       JOIN pg_class pc ON pc.oid = t.relid
                                                       WHERE t.relid::oid <> c.oid AND pc.relreplident <> 'd')
@@ -44,7 +50,13 @@ BEGIN
           LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
                              LEFT JOIN pg_partition_tree(r.relation_oid::regclass) t ON t.relid::oid = rp.partition_oid
                              WHERE rp.relation_id = r.relation_id AND t.relid IS NULL
-                             ORDER BY rp.partition_name LIMIT 1) lost ON true) d
+                             ORDER BY rp.partition_name LIMIT 1) lost ON true
+          -- The first recorded partition whose truncate guard may not fire.
+          LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
+                             WHERE rp.relation_id = r.relation_id
+                               AND NOT EXISTS (SELECT FROM pg_trigger tg WHERE tg.tgrelid = rp.partition_oid
+                                               AND tg.tgname = 'synchro_truncate_guard' AND tg.tgenabled = 'A')
+                             ORDER BY rp.partition_name LIMIT 1) unguarded ON true) d
     WHERE d.problem IS NOT NULL
     ORDER BY d.relation_id;
 END

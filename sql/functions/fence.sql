@@ -2,6 +2,8 @@
 -- Arguments (fixed at registration, immutable): relation_id, registration_kind,
 -- schema, name, OID, key column, table_id ('' for a capture dependency).
 -- For each row operation that occurs it
+--   * rejects a write into a partition that synchro.guard_partitions has not
+--     recorded (55000): its TRUNCATE would go unseen;
 --   * rejects a key change (a later BEFORE trigger may have changed the key after
 --     synchro.key_guard) and a row written frozen by COPY ... FREEZE (0A000), and
 --     a key longer than synchro.max_key_bytes (54000);
@@ -46,6 +48,17 @@ DECLARE
     reserved boolean;
     live boolean;
 BEGIN
+    -- A partition created or attached after registration has this (cloned)
+    -- trigger but none of the statement guards until synchro.guard_partitions
+    -- records it; a TRUNCATE of it would never be decoded (pgoutput publishes
+    -- partitions through the root), so it may hold no captured row before then.
+    IF TG_RELID <> TG_ARGV[4]::oid
+       AND NOT EXISTS (SELECT FROM synchro.relation_partition rp WHERE rp.partition_oid = TG_RELID) THEN
+        RAISE EXCEPTION 'synchro: partition %.% of registered relation %.% is not guarded yet; writes to it are refused until synchro.guard_partitions() installs its truncate guard',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[2], TG_ARGV[3]
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Run SELECT synchro.guard_partitions() after creating or attaching a partition, in the same migration.';
+    END IF;
     IF TG_OP <> 'INSERT' THEN
         old_key := to_jsonb(OLD) -> key_column;
     END IF;

@@ -2,17 +2,24 @@
 -- and synchro_partition_guard (BEFORE INSERT/UPDATE/DELETE, see
 -- synchro.partition_guard) statement triggers on every partition, at any
 -- level, of the registered partitioned relation rid (by default: of every
--- one) that lacks them, records every such partition in
--- synchro.relation_partition (one that later leaves the tree without
--- synchro.detach_partition is relation drift: synchro.catalog_drift), and
--- returns how many triggers it installed. PostgreSQL clones row triggers onto new
--- partitions but not statement triggers, and with publish_via_partition_root the
--- TRUNCATE of a single partition is not decoded at all: without this guard it
--- would empty the partition unseen (ADR 001, "TRUNCATE and replica identity").
+-- one) that lacks them, makes every such guard fire in every session (ENABLE
+-- ALWAYS: also with session_replication_role = replica, as in a subscription's
+-- apply worker), records every such partition in synchro.relation_partition
+-- (one that later leaves the tree without synchro.detach_partition is relation
+-- drift: synchro.catalog_drift), and returns how many triggers it installed or
+-- enabled. PostgreSQL clones row triggers onto new partitions but not statement
+-- triggers, and with publish_via_partition_root the TRUNCATE of a single
+-- partition is not decoded at all: without this guard it would empty the
+-- partition unseen (ADR 001, "TRUNCATE and replica identity"). So the fence
+-- refuses writes into a partition not recorded here, and capture blocks while
+-- a recorded partition's truncate guard does not fire in every session
+-- (synchro.catalog_drift); enabling it again here attests that the partition
+-- was not truncated meanwhile.
 -- Registration calls it for the relation it registers; after creating or
 -- attaching a partition, whoever registers tables calls it in the same migration
--- (readiness reports the partition's missing guard until then). Rows an attached
--- table already holds are captured only when next written.
+-- (readiness reports the partition's missing guard, and the fence refuses writes
+-- into it, until then). Rows an attached table already holds are captured only
+-- when next written.
 DROP FUNCTION IF EXISTS synchro.guard_partitions();
 CREATE OR REPLACE FUNCTION synchro.guard_partitions(rid bigint DEFAULT NULL)
 RETURNS integer
@@ -24,23 +31,28 @@ DECLARE
     guard text;
     events text;
     func text;
-    installed integer := 0;
+    present boolean;
+    changed integer := 0;
 BEGIN
-    FOR part, guard, events, func IN
-        SELECT t.relid, g.name, g.events, g.func
+    FOR part, guard, events, func, present IN
+        SELECT t.relid, g.name, g.events, g.func, tg.oid IS NOT NULL
         FROM synchro.relation r
         JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
         CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
         CROSS JOIN (VALUES ('synchro_truncate_guard', 'TRUNCATE', 'truncate_guard'),
                            ('synchro_partition_guard', 'INSERT OR UPDATE OR DELETE', 'partition_guard')) g(name, events, func)
+        LEFT JOIN pg_trigger tg ON tg.tgrelid = t.relid AND tg.tgname = g.name
         WHERE (rid IS NULL OR r.relation_id = rid)
           AND t.relid::oid <> r.relation_oid
-          AND NOT EXISTS (SELECT FROM pg_trigger tg WHERE tg.tgrelid = t.relid AND tg.tgname = g.name)
+          AND tg.tgenabled IS DISTINCT FROM 'A'
         ORDER BY t.level, t.relid, g.name
     LOOP
-        EXECUTE format('CREATE TRIGGER %I BEFORE %s ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.%I()',
-                       guard, events, synchro.qualified_name(part), func);
-        installed := installed + 1;
+        IF NOT present THEN
+            EXECUTE format('CREATE TRIGGER %I BEFORE %s ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.%I()',
+                           guard, events, synchro.qualified_name(part), func);
+        END IF;
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', synchro.qualified_name(part), guard);
+        changed := changed + 1;
     END LOOP;
     INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name)
     SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid)
@@ -50,6 +62,6 @@ BEGIN
     WHERE (rid IS NULL OR r.relation_id = rid)
       AND t.relid::oid <> r.relation_oid
     ON CONFLICT DO NOTHING;
-    RETURN installed;
+    RETURN changed;
 END
 $$;
