@@ -524,6 +524,25 @@ func TestRegisterTableRejectsScopeRules(t *testing.T) {
 			state: stateInvalidParameterValue, relation: "app.t", rule: `sql scope_rule impact query for app.orgs is not a valid query`,
 		},
 		{
+			// Rules are evaluated over projections as of each transaction, never
+			// over live rows (which may already hold later changes).
+			name: "sql rule reading a live table", setup: tables + `; CREATE TABLE app.acl (id text PRIMARY KEY, team text)`,
+			call:  reg(`{"kind":"sql","membership":"SELECT ''team:'' || a.team FROM app.acl a WHERE a.id = $1->>''acl_id''"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: `sql scope_rule membership reads app.acl directly`,
+		},
+		{
+			name: "sql rule reading a live table through a view", setup: tables + `; CREATE TABLE app.acl (id text PRIMARY KEY, team text);
+				CREATE VIEW app.acl_view AS SELECT * FROM app.acl`,
+			call:  reg(`{"kind":"sql","membership":"SELECT ''team:'' || a.team FROM app.acl_view a WHERE a.id = $1->>''acl_id''"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: `sql scope_rule membership reads app.acl directly`,
+		},
+		{
+			name: "sql rule with an impact query reading a live table", setup: tables + `; CREATE TABLE app.acl (id text PRIMARY KEY, team text)`,
+			call: reg(`{"kind":"sql","membership":"SELECT ''team:'' || (a.image->>''team'') FROM synchro.projected(''app.acl'') a WHERE a.key = $1->>''acl_id''",
+				"impacts":{"app.acl":"SELECT t.id::text FROM app.t t WHERE t.id::text = $1->>''id''"}}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: `sql scope_rule impact query for app.acl reads app.t directly`,
+		},
+		{
 			name: "sql rule with an impact on an unknown relation", setup: tables,
 			call:  reg(`{"kind":"sql","membership":"SELECT ''x:'' || ($1->>''id'')","impacts":{"app.nope":"SELECT 1"}}`),
 			state: stateUndefinedTable, relation: "app.t", rule: `relation "app.nope" does not exist`,
