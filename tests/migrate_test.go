@@ -406,6 +406,19 @@ func migrateDownTo(t *testing.T, d *testdb.DB, version int64) []int64 {
 	return later
 }
 
+// migrateUpAgain migrates the database and checks that exactly the migrations
+// later (rolled back by migrateDownTo) were applied again.
+func migrateUpAgain(t *testing.T, d *testdb.DB, later []int64) {
+	t.Helper()
+	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Applied, later) {
+		t.Fatalf("applied migrations %v, want %v", res.Applied, later)
+	}
+}
+
 // TestMigrationRecordsTypesOfRegisteredColumns: a database that registered
 // relations before migration 00006 gets their captured columns' types and
 // attribute numbers from the catalog, as registration records them now, and
@@ -424,13 +437,7 @@ func TestMigrationRecordsTypesOfRegisteredColumns(t *testing.T) {
 	}
 	// Back to schema version 5, then migrate.
 	later := migrateDownTo(t, d, 5)
-	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(res.Applied, later) {
-		t.Fatalf("applied migrations %v, want %v", res.Applied, later)
-	}
+	migrateUpAgain(t, d, later)
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, want) {
 		t.Fatalf("migration recorded %v, want %v", got, want)
 	}
@@ -461,13 +468,7 @@ func TestMigrationRecordsPartitionsOfRegisteredRelations(t *testing.T) {
 	// Back to schema version 6, then migrate: the partition created after
 	// registration is recorded too.
 	later := migrateDownTo(t, d, 6)
-	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(res.Applied, later) {
-		t.Fatalf("applied migrations %v, want %v", res.Applied, later)
-	}
+	migrateUpAgain(t, d, later)
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, []string{"app.p1", "app.p1a", "app.p2"}) {
 		t.Fatalf("migration recorded %v", got)
 	}
@@ -512,13 +513,7 @@ func TestMigrationMakesGuardsFireAlways(t *testing.T) {
 		t.Fatalf("after the Down section: %v", ordinary)
 	}
 	d.Exec(t, `ALTER TABLE app.p2 DISABLE TRIGGER synchro_truncate_guard`)
-	res, err := migrate.Apply(context.Background(), d.URL, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(res.Applied, later) {
-		t.Fatalf("applied migrations %v, want %v", res.Applied, later)
-	}
+	migrateUpAgain(t, d, later)
 	if got := rowsOf(t, d, guards); !slices.Equal(got, want("D")) {
 		t.Fatalf("after the migration: %v", got)
 	}

@@ -38,6 +38,27 @@ type poisonRecord struct {
 	retryRequested, resolved, inBounds bool
 }
 
+// requireRetried asserts that the poisoned transaction bad was materialized
+// under the identity of its poison record p, with its events all applied
+// and reconciled with its own fences, and that the record is resolved. It
+// returns the transaction's commit position.
+func requireRetried(t *testing.T, d *testdb.DB, p poisonRecord, bad committed, events int) string {
+	t.Helper()
+	commitLSN, endLSN, n, applied := ledgerOf(t, d, bad)
+	if commitLSN != p.commitLSN || endLSN != p.endLSN || n != events || applied != events {
+		t.Fatalf("retried transaction materialized at %s..%s with %d/%d events, want the poison's identity %s..%s with %d/%d",
+			commitLSN, endLSN, n, applied, p.commitLSN, p.endLSN, events, events)
+	}
+	if got := rowsOf(t, d, `SELECT fence_id::text FROM synchro.event_ledger WHERE commit_lsn = $1::pg_lsn ORDER BY event_ordinal`,
+		commitLSN); !slices.Equal(got, bad.fences) {
+		t.Fatalf("event ledger fences %v, want the poisoned transaction's fences %v", got, bad.fences)
+	}
+	if !queryBool(t, d, `SELECT resolved_at IS NOT NULL FROM synchro.poison_txn WHERE poison_id = $1`, p.id) {
+		t.Fatalf("poison record not resolved")
+	}
+	return commitLSN
+}
+
 func readPoison(t *testing.T, d *testdb.DB, c committed) poisonRecord {
 	t.Helper()
 	var p poisonRecord
@@ -298,18 +319,7 @@ func TestPoisonRetryAfterRepair(t *testing.T) {
 		t.Fatalf("retry_poison returned false")
 	}
 	waitMaterialized(t, d)
-	commitLSN, endLSN, events, applied := ledgerOf(t, d, bad)
-	if commitLSN != p.commitLSN || endLSN != p.endLSN || events != 3 || applied != 3 {
-		t.Fatalf("retried transaction materialized at %s..%s with %d/%d events, want the poison's identity %s..%s with 3/3",
-			commitLSN, endLSN, events, applied, p.commitLSN, p.endLSN)
-	}
-	if got := rowsOf(t, d, `SELECT fence_id::text FROM synchro.event_ledger WHERE commit_lsn = $1::pg_lsn ORDER BY event_ordinal`,
-		commitLSN); !slices.Equal(got, bad.fences) {
-		t.Fatalf("event ledger fences %v, want the poisoned transaction's fences %v", got, bad.fences)
-	}
-	if !queryBool(t, d, `SELECT resolved_at IS NOT NULL FROM synchro.poison_txn WHERE poison_id = $1`, p.id) {
-		t.Fatalf("poison record not resolved")
-	}
+	commitLSN := requireRetried(t, d, p, bad, 3)
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison`); n != 0 {
 		t.Fatalf("synchro.poison still lists %d records", n)
 	}

@@ -118,18 +118,7 @@ func TestSynchroctlPoisonListAndRetry(t *testing.T) {
 		t.Fatalf("synchroctl poison retry %d:\n%s\nwant it to start with %q", p.id, out, want)
 	}
 	waitMaterialized(t, d)
-	commitLSN, endLSN, events, applied := ledgerOf(t, d, bad)
-	if commitLSN != p.commitLSN || endLSN != p.endLSN || events != 3 || applied != 3 {
-		t.Fatalf("retried transaction materialized at %s..%s with %d/%d events, want the poison's identity %s..%s with 3/3",
-			commitLSN, endLSN, events, applied, p.commitLSN, p.endLSN)
-	}
-	if got := rowsOf(t, d, `SELECT fence_id::text FROM synchro.event_ledger WHERE commit_lsn = $1::pg_lsn ORDER BY event_ordinal`,
-		commitLSN); !slices.Equal(got, bad.fences) {
-		t.Fatalf("event ledger fences %v, want the poisoned transaction's fences %v", got, bad.fences)
-	}
-	if !queryBool(t, d, `SELECT resolved_at IS NOT NULL FROM synchro.poison_txn WHERE poison_id = $1`, p.id) {
-		t.Fatalf("poison record not resolved")
-	}
+	requireRetried(t, d, p, bad, 3)
 	ledgerOf(t, d, later)
 	waitState(t, d, cfg.WorkerID, "streaming")
 	if out := runOK(t, ctl, "poison", "list", "--database-url", d.URL); out != "no blocking poison transactions\n" {
