@@ -6,7 +6,7 @@
 CREATE OR REPLACE FUNCTION synchro.activate_registry_generation(g bigint)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM pg_logical_emit_message(true, 'synchro.registry', json_build_object('generation', g)::text);

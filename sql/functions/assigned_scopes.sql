@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.assigned_scopes(user_id text)
 RETURNS text[]
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     fn regprocedure := (SELECT s.scope_assignment FROM synchro.settings s);

@@ -9,7 +9,7 @@
 CREATE OR REPLACE FUNCTION synchro.await_visible(xids bigint[], timeout interval DEFAULT '10 seconds')
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     deadline timestamptz := clock_timestamp() + timeout;

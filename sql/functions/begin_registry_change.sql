@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.begin_registry_change(change_reason text)
 RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     g bigint;

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.capture_gate(client_id text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF EXISTS (SELECT FROM synchro.fence f WHERE f.client_id = capture_gate.client_id AND f.materialized_lsn IS NULL) THEN

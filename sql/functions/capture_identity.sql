@@ -7,7 +7,7 @@
 -- identity").
 CREATE OR REPLACE FUNCTION synchro.capture_identity(rel oid, OUT key_column name, OUT key_type text)
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c pg_class;

@@ -7,7 +7,7 @@
 CREATE OR REPLACE FUNCTION synchro.capture_relation(rel oid, kind text, cols name[], g bigint)
 RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     ident record := synchro.capture_identity(rel);

@@ -19,7 +19,7 @@
 CREATE OR REPLACE FUNCTION synchro.catalog_drift()
 RETURNS TABLE (relation_id bigint, relation text, problem text)
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 -- PL/pgSQL keeps the query's plan for the session: the worker asks before
 -- every batch.
 AS $$

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.check_columns(rel oid, cols name[], context text)
 RETURNS name[]
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     unknown name;

@@ -3,7 +3,7 @@
 CREATE OR REPLACE FUNCTION synchro.check_keys(obj jsonb, allowed text[], rel oid, context text)
 RETURNS void
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     unknown text;

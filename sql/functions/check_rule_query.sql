@@ -10,7 +10,7 @@
 CREATE OR REPLACE FUNCTION synchro.check_rule_query(query text, rel oid, context text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     mode text := current_setting('plan_cache_mode');

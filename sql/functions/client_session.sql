@@ -7,7 +7,7 @@
 CREATE OR REPLACE FUNCTION synchro.client_session(user_id text, request jsonb, connect boolean)
 RETURNS synchro.client
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cid text := request ->> 'client_id';

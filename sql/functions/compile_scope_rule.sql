@@ -14,7 +14,7 @@
 CREATE OR REPLACE FUNCTION synchro.compile_scope_rule(rel oid, rule jsonb, g bigint,
                                                      OUT normalized jsonb, OUT columns name[])
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     qname text := synchro.qualified_name(rel);

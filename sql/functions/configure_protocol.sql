@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.configure_protocol(min_protocol_version integer, min_app_version text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF min_protocol_version IS NULL OR min_protocol_version < 1 OR min_protocol_version > 3 THEN

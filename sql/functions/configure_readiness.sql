@@ -8,7 +8,7 @@ RETURNS void
 LANGUAGE plpgsql
 -- Definer: the operator role sets the limits without rights on the settings table.
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     UPDATE synchro.settings

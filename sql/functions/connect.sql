@@ -10,7 +10,7 @@ CREATE OR REPLACE FUNCTION synchro.connect(user_id text, request jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s synchro.settings;

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.current_schema()
 RETURNS synchro.schema_version
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     manifest jsonb := synchro.schema_manifest();

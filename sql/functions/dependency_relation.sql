@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.dependency_relation(rel oid, needed name[], g bigint, context text)
 RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r synchro.relation;

@@ -20,7 +20,7 @@
 CREATE OR REPLACE FUNCTION synchro.detach_partition(part regclass)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 SET row_security = off
 AS $$
 DECLARE

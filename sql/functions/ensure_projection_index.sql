@@ -3,7 +3,7 @@
 CREATE OR REPLACE FUNCTION synchro.ensure_projection_index(rid bigint, col text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON synchro.projection ((image ->> %L)) WHERE relation_id = %s',

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.ensure_publication(pub name)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r record;

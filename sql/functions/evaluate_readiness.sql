@@ -12,7 +12,7 @@ RETURNS SETOF jsonb
 LANGUAGE plpgsql
 -- Definer: operators read readiness without rights on the tables behind it.
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 -- The planner's estimates for the catalog functions here are large enough to
 -- trigger JIT compilation, which costs seconds for a query that runs in milliseconds.
 SET jit = off

@@ -26,7 +26,7 @@ LANGUAGE plpgsql
 -- Definer: writers of registered tables need no rights on the synchro schema, and
 -- pg_logical_emit_message is reserved to privileged roles.
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     rid bigint := TG_ARGV[0]::bigint;

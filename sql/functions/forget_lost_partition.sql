@@ -13,7 +13,7 @@
 CREATE OR REPLACE FUNCTION synchro.forget_lost_partition(partition_name text)
 RETURNS integer
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     forgotten integer;

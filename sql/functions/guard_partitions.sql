@@ -24,7 +24,7 @@ DROP FUNCTION IF EXISTS synchro.guard_partitions();
 CREATE OR REPLACE FUNCTION synchro.guard_partitions(rid bigint DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     part regclass;

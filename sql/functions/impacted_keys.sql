@@ -6,7 +6,7 @@
 CREATE OR REPLACE FUNCTION synchro.impacted_keys(tid integer, rid bigint, key text, old_image jsonb, new_image jsonb)
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     rule jsonb;

@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION synchro.install_capture(rid bigint)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r record;

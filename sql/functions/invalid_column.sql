@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.invalid_column(r synchro.relation, row_values jsonb)
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     col text;

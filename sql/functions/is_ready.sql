@@ -3,7 +3,7 @@
 CREATE OR REPLACE FUNCTION synchro.is_ready()
 RETURNS boolean
 LANGUAGE sql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT count(*) > 0 AND count(*) = count(*) FILTER (WHERE r.ok IS TRUE) FROM synchro.readiness r
 $$;

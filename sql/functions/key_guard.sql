@@ -11,7 +11,7 @@
 CREATE OR REPLACE FUNCTION synchro.key_guard()
 RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN

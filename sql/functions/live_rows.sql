@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.live_rows(rid bigint, col text, vals text[])
 RETURNS TABLE (key text, image jsonb)
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r synchro.relation;
@@ -13,7 +13,7 @@ DECLARE
 BEGIN
     SELECT * INTO STRICT r FROM synchro.relation WHERE relation_id = rid;
     col := coalesce(col, r.key_column);
-    SELECT format_type(a.atttypid, a.atttypmod) INTO STRICT typ
+    SELECT format_type(a.atttypid, NULL) INTO STRICT typ
     FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = col AND NOT a.attisdropped;
     RETURN QUERY EXECUTE format(
         'SELECT to_jsonb(t) ->> %L, (SELECT jsonb_object_agg(j.key, j.value) FROM jsonb_each(to_jsonb(t)) j WHERE j.key = ANY ($2))

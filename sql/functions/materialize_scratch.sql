@@ -22,7 +22,7 @@
 CREATE OR REPLACE FUNCTION synchro.materialize_scratch()
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     old regclass;

@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION synchro.missing_image_base(rid bigint)
 RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION 'synchro: a changed row of relation % left unchanged out-of-line values out of its image and has no projection to complete them from (a row written before registration?)', rid

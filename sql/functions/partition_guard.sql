@@ -15,7 +15,7 @@ RETURNS trigger
 LANGUAGE plpgsql
 -- Definer: writers of registered tables need no rights on the synchro schema.
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF EXISTS (SELECT FROM synchro.relation_partition rp WHERE rp.partition_oid = TG_RELID)

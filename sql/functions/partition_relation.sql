@@ -9,7 +9,7 @@
 CREATE OR REPLACE FUNCTION synchro.partition_relation(part oid)
 RETURNS bigint
 LANGUAGE sql STABLE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     WITH RECURSIVE up (relid, pending) AS (
         SELECT part, false

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.portable_type(t regtype)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN t IN ('text'::regtype, 'character varying'::regtype, 'character'::regtype,

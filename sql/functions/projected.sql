@@ -3,7 +3,7 @@
 CREATE OR REPLACE FUNCTION synchro.projected(relation regclass)
 RETURNS TABLE (key text, image jsonb)
 LANGUAGE sql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT p.key, p.image
     FROM synchro.projection p

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.projection_lookup(rid bigint, col text, vals text[])
 RETURNS TABLE (key text, image jsonb)
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF vals IS NULL OR cardinality(vals) = 0 THEN

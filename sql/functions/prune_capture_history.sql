@@ -13,7 +13,7 @@
 CREATE OR REPLACE FUNCTION synchro.prune_capture_history(keep interval, max_txns integer,
     OUT transactions bigint, OUT events bigint)
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $$
 DECLARE

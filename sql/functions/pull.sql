@@ -14,7 +14,7 @@ CREATE OR REPLACE FUNCTION synchro.pull(user_id text, request jsonb, page_limit 
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c synchro.client := synchro.client_session(user_id, request, false);

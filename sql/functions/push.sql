@@ -16,7 +16,7 @@ CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 -- Text output of row values (server_row_text) in the wire's canonical form.
 SET DateStyle = 'ISO, YMD'
 SET TimeZone = 'UTC'

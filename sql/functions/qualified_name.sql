@@ -3,7 +3,7 @@
 CREATE OR REPLACE FUNCTION synchro.qualified_name(rel oid)
 RETURNS text
 LANGUAGE sql STABLE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT format('%I.%I', n.nspname, c.relname)
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -6,7 +6,7 @@ CREATE OR REPLACE FUNCTION synchro.quarantine(commit_at pg_lsn, end_at pg_lsn, t
                                               failure text, state text, rid bigint)
 RETURNS bigint
 LANGUAGE sql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO synchro.poison_txn AS p (stream_generation, commit_lsn, end_lsn, xid, failure_class, sqlstate, relation_id)
     SELECT stream_generation, commit_at, end_at, txid, failure, state, rid FROM synchro.progress

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.read_scope_cursor(cursor text, gen uuid, scope text, hw pg_lsn,
                                                     OUT lsn pg_lsn, OUT event_ordinal integer, OUT effect_ordinal integer)
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     parts text[] := synchro.read_token('c', cursor);

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.read_token(kind text, token text)
 RETURNS text[]
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     payload jsonb;

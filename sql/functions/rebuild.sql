@@ -13,7 +13,7 @@ CREATE OR REPLACE FUNCTION synchro.rebuild(user_id text, request jsonb, page_lim
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c synchro.client := synchro.client_session(user_id, request, false);

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.record_acknowledgement(boundary pg_lsn)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     UPDATE synchro.progress

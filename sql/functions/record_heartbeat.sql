@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION synchro.record_heartbeat(worker text, worker_state te
                                                     registry_gen bigint, mat_commit pg_lsn, mat_end pg_lsn)
 RETURNS void
 LANGUAGE sql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO synchro.worker_heartbeat AS h (worker_id, database_name, slot_name, state, heartbeat_at,
                                                registry_generation, materialized_commit_lsn, materialized_end_lsn, started_at)

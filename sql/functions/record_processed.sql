@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.record_processed(boundary pg_lsn)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF EXISTS (SELECT FROM synchro.poison_txn WHERE resolved_at IS NULL) THEN

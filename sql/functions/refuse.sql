@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.refuse(status integer, code text, message text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = 'SY' || status::text, MESSAGE = message, HINT = code;

@@ -7,7 +7,7 @@
 CREATE OR REPLACE FUNCTION synchro.register_dependency(relation regclass, options jsonb DEFAULT '{}')
 RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     rel oid := relation::oid;

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.register_shared_scope(scope text, portable boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF scope IS NULL OR scope = '' OR length(scope) > 256 OR scope ~ '[[:cntrl:]]' THEN

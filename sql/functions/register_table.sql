@@ -12,7 +12,7 @@
 CREATE OR REPLACE FUNCTION synchro.register_table(relation regclass, scope_rule jsonb, options jsonb DEFAULT '{}')
 RETURNS integer
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     rel oid := relation::oid;

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.relation_columns(rel oid)
 RETURNS name[]
 LANGUAGE sql STABLE STRICT
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(array_agg(attname ORDER BY attnum), '{}')
     FROM pg_attribute

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.render_template_loop(template text, image jsonb)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     rest text := template;

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.resolve_relation_name(qualified text, context text)
 RETURNS oid
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     parts text[];

@@ -6,7 +6,7 @@ RETURNS boolean
 LANGUAGE sql
 -- Definer: the operator role may request a retry without rights on the table.
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     UPDATE synchro.poison_txn SET retry_requested_at = now()
     WHERE poison_id = id AND resolved_at IS NULL

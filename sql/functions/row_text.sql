@@ -6,7 +6,7 @@
 CREATE OR REPLACE FUNCTION synchro.row_text(t synchro.synced_table, key text)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r synchro.relation;
@@ -15,7 +15,7 @@ DECLARE
     vals text[];
 BEGIN
     SELECT * INTO STRICT r FROM synchro.relation WHERE relation_id = t.relation_id;
-    SELECT format_type(a.atttypid, a.atttypmod) INTO STRICT key_type
+    SELECT format_type(a.atttypid, NULL) INTO STRICT key_type
     FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column;
     SELECT string_agg(format('x.%I::text', c), ', ' ORDER BY o) INTO cols FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o);
     EXECUTE format('SELECT ARRAY[%s] FROM %I.%I x WHERE x.%I = $1::%s', cols, r.schema_name, r.relation_name, r.key_column, key_type)

@@ -6,7 +6,7 @@
 CREATE OR REPLACE FUNCTION synchro.schema_manifest()
 RETURNS jsonb
 LANGUAGE sql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT jsonb_build_object('tables', coalesce(jsonb_agg(tbl ORDER BY name COLLATE "C"), '[]'))
     FROM (

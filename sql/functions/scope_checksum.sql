@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.scope_checksum(gen uuid, scope text, lsn pg_lsn)
 RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce((SELECT d.digest FROM synchro.scope_digest d
                      WHERE d.stream_generation = gen AND d.scope = scope_checksum.scope AND d.commit_lsn <= lsn

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.scope_cursor(gen uuid, scope text, lsn pg_lsn, event_ordinal integer, effect_ordinal integer)
 RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT synchro.sign_token('c', ARRAY[gen::text, scope, lsn::text, event_ordinal::text, effect_ordinal::text])
 $$;

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.scope_diff(assigned text[], named jsonb)
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT jsonb_build_object(
         'add', coalesce((SELECT jsonb_agg(jsonb_build_object('id', a, 'cursor', NULL) ORDER BY a COLLATE "C")

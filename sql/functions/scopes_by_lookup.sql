@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION synchro.scopes_by_lookup(rule jsonb, key text, image jsonb, live boolean)
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cur jsonb := image;

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.set_scope_assignment(fn regprocedure)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF fn IS NOT NULL AND NOT EXISTS (

@@ -6,7 +6,7 @@
 CREATE OR REPLACE FUNCTION synchro.set_write_policy(relation regclass, fn regprocedure)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     tid integer := (SELECT t.table_id FROM synchro.synced_table t JOIN synchro.relation r USING (relation_id)

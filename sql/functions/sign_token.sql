@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION synchro.sign_token(kind text, parts text[])
 RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT translate(encode(convert_to(p, 'UTF8'), 'base64'), E'+/=\n', '-_') || '.' ||
            translate(encode(substr(synchro.hmac(convert_to(p, 'UTF8'), k.key, 'sha256'), 1, 16), 'base64'), E'+/=\n', '-_')

@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.start_stream(slot name, start_lsn pg_lsn)
 RETURNS uuid
 LANGUAGE sql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO synchro.progress (stream_generation, slot_name, generation_start_lsn, processed_end_lsn, registry_generation)
     SELECT gen_random_uuid(), slot, start_lsn, start_lsn, max(generation) FROM synchro.registry_generation

@@ -13,7 +13,7 @@ CREATE OR REPLACE FUNCTION synchro.stream_status(
     OUT history_pruned_commit pg_lsn)
 RETURNS SETOF record
 LANGUAGE sql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT p.stream_generation, p.slot_name, p.generation_start_lsn, p.materialized_commit_lsn,
            p.materialized_end_lsn, p.processed_end_lsn, coalesce(p.acknowledged_end_lsn, p.generation_start_lsn),

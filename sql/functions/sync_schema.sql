@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION synchro.sync_schema()
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s synchro.schema_version := synchro.current_schema();

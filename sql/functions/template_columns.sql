@@ -4,7 +4,7 @@
 CREATE OR REPLACE FUNCTION synchro.template_columns(template text, rel oid, context text)
 RETURNS name[]
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cols name[];

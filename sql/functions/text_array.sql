@@ -3,7 +3,7 @@
 CREATE OR REPLACE FUNCTION synchro.text_array(val jsonb, rel oid, context text)
 RETURNS name[]
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF jsonb_typeof(val) IS DISTINCT FROM 'array'

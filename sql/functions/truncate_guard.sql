@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION synchro.truncate_guard()
 RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION 'synchro: TRUNCATE of registered relation %.% is not supported; delete rows instead, or perform an operator stream reset',

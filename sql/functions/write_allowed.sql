@@ -9,7 +9,7 @@ CREATE OR REPLACE FUNCTION synchro.write_allowed(t synchro.synced_table, user_id
                                                 key text, before jsonb, after jsonb, phase text)
 RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     fn regprocedure := (SELECT w.policy FROM synchro.write_policy w WHERE w.table_id = t.table_id);
