@@ -375,9 +375,9 @@ func TestDriftRefusedBeforeCapture(t *testing.T) {
 func TestCatalogDriftBlocksCapture(t *testing.T) {
 	t.Parallel()
 	const (
-		attach     = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
-		writeT     = `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`
-		lostReason = " (detached or dropped while it may have held rows)"
+		attach      = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
+		writeT      = `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`
+		lostReason  = " (detached or dropped while it may have held rows)"
 		guardRepair = `SELECT synchro.guard_partitions()`
 		unguarded   = "app.parts has partition app.parts_1 without a truncate guard that fires in every session"
 	)
