@@ -37,7 +37,8 @@ const pushEdgesSetup = `CREATE TABLE app.codes (id varchar(5) PRIMARY KEY, owner
 //   - a value too large for an index, a write to an identity column:
 //     validation_failed, the rest of the batch applied;
 //   - a varchar(5) key given longer: never cut to another row's key;
-//   - a uuid key in upper case: the row's version comes back.
+//   - a uuid key in upper case or without hyphens: the row's version comes
+//     back.
 func TestSyncPushEdgeInputs(t *testing.T) {
 	t.Parallel()
 	e := newSyncEnv(t, pushEdgesSetup)
@@ -70,6 +71,7 @@ func TestSyncPushEdgeInputs(t *testing.T) {
 		mut("m8", "codes", "insert", map[string]any{"id": "abcdeZZZ"}, map[string]any{"owner_id": "u1"}),
 		mut("m9", "things", "insert", map[string]any{"id": "0A0B0C0D-0000-4000-8000-00000000000F"}, map[string]any{"owner_id": "u1"}),
 		mut("m10", "items", "insert", map[string]any{"id": "i2"}, map[string]any{"owner_id": "u1"}),
+		mut("m11", "things", "update", map[string]any{"id": "0a0b0c0d00004000800000000000000F"}, map[string]any{"owner_id": "u1"}),
 	)
 	for _, id := range []string{"m2", "m3"} {
 		if list, o := outcome(t, resp, id); list != "accepted" || o["server_version"] != version || o["server_row"] == nil {
@@ -92,8 +94,10 @@ func TestSyncPushEdgeInputs(t *testing.T) {
 	if list, o := outcome(t, resp, "m9"); list != "accepted" || o["server_version"] == nil {
 		t.Fatalf("m9 (an upper-case uuid key): %s %v, want applied with its version", list, o)
 	}
-	if list, o := outcome(t, resp, "m10"); list != "accepted" || o["server_version"] == nil {
-		t.Fatalf("m10: %s %v, want applied", list, o)
+	for _, id := range []string{"m10", "m11"} {
+		if list, o := outcome(t, resp, id); list != "accepted" || o["server_version"] == nil {
+			t.Fatalf("%s: %s %v, want applied with its version", id, list, o)
+		}
 	}
 	if n := queryInt(t, e.d, `SELECT count(*) FROM app.docs WHERE title <> 'SECRET-title'`); n != 0 {
 		t.Fatalf("the refused title was written")

@@ -88,12 +88,12 @@ BEGIN
     FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column;
 
     BEGIN
-        -- The key as the table renders it (the fence's and row_head's form: a
-        -- uuid in lower case with hyphens, an integer without leading zeros).
-        EXECUTE format('SELECT ($1::%s)::text', key_type) INTO key_text USING key_text;
         EXECUTE format('SELECT to_jsonb(x) FROM %I.%I x WHERE x.%I = $1::%s FOR UPDATE', r.schema_name, r.relation_name, r.key_column, key_type)
             INTO before USING key_text;
         IF before IS NOT NULL THEN
+            -- The key as the fence renders it (row_head's key): a uuid in lower
+            -- case with hyphens, an integer without leading zeros.
+            key_text := before ->> r.key_column;
             current_version := (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = r.relation_id AND h.key = key_text);
         END IF;
         IF op = 'upsert' THEN
@@ -136,6 +136,7 @@ BEGIN
         IF op <> 'delete' THEN
             EXECUTE format('SELECT to_jsonb(x) FROM %I.%I x WHERE x.%I = $1::%s', r.schema_name, r.relation_name, r.key_column, key_type)
                 INTO after USING key_text;
+            key_text := coalesce(after ->> r.key_column, key_text);
         END IF;
         IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
             RAISE EXCEPTION USING ERRCODE = 'SYPOL';
