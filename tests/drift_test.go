@@ -148,6 +148,17 @@ func recordedRelationID(t *testing.T, d *testdb.DB, relation string) int64 {
 	return queryInt(t, d, `SELECT relation_id FROM synchro.relation WHERE schema_name = $1 AND relation_name = $2`, schema, name)
 }
 
+// wantRelation is the relation_id a poison record must name for relation
+// (schema.name, by its recorded name), or nil for "" (none).
+func wantRelation(t *testing.T, d *testdb.DB, relation string) *int64 {
+	t.Helper()
+	if relation == "" {
+		return nil
+	}
+	id := recordedRelationID(t, d, relation)
+	return &id
+}
+
 // requireImage asserts the materialized image of a registered row (jsonb
 // equality; "" for no row).
 func requireImage(t *testing.T, d *testdb.DB, relation, key, want string) {

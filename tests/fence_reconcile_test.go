@@ -162,11 +162,7 @@ func requireQuarantined(t *testing.T, tc fenceCase) (*testdb.DB, committed) {
 	t.Helper()
 	d := testdb.New(t)
 	d.Exec(t, poisonSetup)
-	var wantRel *int64
-	if tc.relation != "" {
-		id := relationID(t, d, tc.relation)
-		wantRel = &id
-	}
+	wantRel := wantRelation(t, d, tc.relation)
 	if tc.before != "" {
 		commitTxn(t, d, tc.before)
 	}

@@ -206,11 +206,7 @@ func TestPoisonBlocksStream(t *testing.T) {
 			t.Parallel()
 			d := testdb.New(t)
 			d.Exec(t, poisonSetup)
-			var wantRel *int64
-			if tc.relation != "" {
-				id := recordedRelationID(t, d, tc.relation)
-				wantRel = &id
-			}
+			wantRel := wantRelation(t, d, tc.relation)
 			cfg := workerConfig(d, "w1")
 			log := logTo(&cfg)
 			startStreaming(t, d, cfg)
