@@ -97,7 +97,7 @@ func TestFenceReconcileRequiresMatchingRecordedFence(t *testing.T) {
 				forgedInsertFence("'SECRET-k5'", "f.version", "1", "f.xid = pg_current_xact_id()")},
 	}
 	for _, tc := range cases {
-		tc.class, tc.sqlstate = capture.ClassMaterialize, "XX001"
+		tc.class, tc.sqlstate, tc.relation = capture.ClassMaterialize, "XX001", "app.t"
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			d, bad := requireQuarantined(t, tc)

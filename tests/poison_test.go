@@ -196,9 +196,12 @@ func TestPoisonBlocksStream(t *testing.T) {
 		{name: "replica_identity_full", class: capture.ClassRelationDrift, relation: "app.t",
 			prepare: `ALTER TABLE app.t REPLICA IDENTITY FULL`,
 			poison:  `UPDATE app.t SET v = 'SECRET-123' WHERE id = 'base'`},
-		{name: "rule_division_by_zero", class: capture.ClassMaterialize, sqlstate: "22012",
-			poison: `INSERT INTO app.r VALUES (1, 'boom'); INSERT INTO app.t VALUES ('SECRET-k9', 'SECRET-123', 'u1')`},
-		{name: "rule_error_quotes_value", class: capture.ClassMaterialize, sqlstate: "22P02",
+		// The record names the relation whose events make materialization fail:
+		// here the third of four relations the transaction changes.
+		{name: "rule_division_by_zero", class: capture.ClassMaterialize, sqlstate: "22012", relation: "app.r",
+			poison: `INSERT INTO app.t VALUES ('SECRET-k9', 'SECRET-123', 'u1'); INSERT INTO app.other VALUES (3, 'SECRET-123');
+				INSERT INTO app.r VALUES (1, 'boom'); INSERT INTO app.c VALUES (1, '7'); INSERT INTO app.t VALUES ('SECRET-k10', 'x', 'u1')`},
+		{name: "rule_error_quotes_value", class: capture.ClassMaterialize, sqlstate: "22P02", relation: "app.c",
 			poison: `INSERT INTO app.c VALUES (1, 'SECRET-123')`},
 	}
 	for _, tc := range cases {

@@ -704,9 +704,9 @@ func TestSpillAuditPoisonInSpilledTransaction(t *testing.T) {
 			poison: spillPoisonPad + `DROP TABLE app.t; CREATE TABLE app.t (id text PRIMARY KEY, v text, owner text);
 				ALTER PUBLICATION synchro ADD TABLE app.t;
 				INSERT INTO app.t VALUES ('SECRET-k8', 'SECRET-123', 'u1')`},
-		{name: "rule_fails", class: capture.ClassMaterialize, sqlstate: "22012",
+		{name: "rule_fails", class: capture.ClassMaterialize, sqlstate: "22012", relation: "app.r",
 			poison: spillPoisonPad + `INSERT INTO app.r VALUES (2, 'boom')`},
-		{name: "rule_cast_quotes_value", class: capture.ClassMaterialize, sqlstate: "22P02",
+		{name: "rule_cast_quotes_value", class: capture.ClassMaterialize, sqlstate: "22P02", relation: "app.c",
 			poison: spillPoisonPad + `INSERT INTO app.c VALUES (1, 'SECRET-123')`},
 	} {
 		for _, spill := range []struct {

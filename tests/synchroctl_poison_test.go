@@ -94,7 +94,8 @@ func TestSynchroctlPoisonListAndRetry(t *testing.T) {
 	if p.class != capture.ClassMaterialize || derefS(p.sqlstate) != "22012" || p.xid != bad.xid || !p.inBounds {
 		t.Fatalf("poison record %+v", p)
 	}
-	requirePoisonListed(t, ctl, d, p.id, p.commitLSN, p.endLSN, bad.xid, capture.ClassMaterialize, "22012", "-", "-")
+	requirePoisonListed(t, ctl, d, p.id, p.commitLSN, p.endLSN, bad.xid, capture.ClassMaterialize, "22012",
+		fmt.Sprint(relationID(t, d, "app.r")), "app.r")
 
 	// Retrying an id that names no blocking record fails and changes nothing.
 	for _, id := range []string{fmt.Sprint(p.id + 1000), "0"} {

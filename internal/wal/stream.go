@@ -447,13 +447,13 @@ type matFailure struct {
 
 // materialize runs one materialization call for the whole batch; when it fails
 // it retries transaction by transaction so the earlier ones commit and exactly
-// the failing one is reported. It returns how many leading transactions are
-// durable.
+// the failing one is reported, with the relation its failure is recorded
+// against. It returns how many leading transactions are durable.
 func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFailure, error) {
 	if len(txns) == 0 {
 		return 0, nil, nil
 	}
-	err := s.materializeCall(ctx, txns)
+	err := s.materializeCall(ctx, txns, true)
 	if err == nil {
 		return len(txns), nil, nil
 	}
@@ -461,25 +461,94 @@ func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFai
 		return 0, nil, err
 	}
 	for i := range txns {
-		if err := s.materializeCall(ctx, txns[i:i+1]); err != nil {
+		if err := s.materializeCall(ctx, txns[i:i+1], true); err != nil {
 			if !poisonable(err) {
 				return i, nil, err
 			}
 			var pgErr *pgconn.PgError
 			errors.As(err, &pgErr)
-			s.w.cfg.Log.Error("materialization failed", "worker", s.w.cfg.WorkerID, "commit_lsn", txns[i].CommitLSN, "sqlstate", pgErr.Code)
-			f := &matFailure{failure: &capture.Failure{Class: capture.ClassMaterialize, Detail: "materialization failed"}, sqlstate: pgErr.Code}
+			rel, err := s.failingRelation(ctx, txns[i], pgErr.Code)
+			if err != nil {
+				return i, nil, err
+			}
+			s.w.cfg.Log.Error("materialization failed", "worker", s.w.cfg.WorkerID, "commit_lsn", txns[i].CommitLSN,
+				"sqlstate", pgErr.Code, "relation_id", rel)
+			f := &matFailure{failure: &capture.Failure{Class: capture.ClassMaterialize, Detail: "materialization failed",
+				RelationID: rel}, sqlstate: pgErr.Code}
 			return i, f, nil
 		}
 	}
 	return len(txns), nil, nil
 }
 
+// failingRelation names the registered relation that txn's failed
+// materialization (SQLSTATE sqlstate) is recorded against. The failure comes
+// from set-based statements over all of the transaction's events, so it is
+// found by attempts that are always rolled back: the transaction's relations,
+// in the order it first changed them, are added one at a time, and the
+// relation named is one whose events turn a passing attempt into one failing
+// with the same SQLSTATE (binary search over those prefixes: a few attempts
+// even for a transaction changing many relations). A transaction changing one
+// relation names it after a single attempt without events; 0 (none) when the
+// failure does not need any event.
+func (s *stream) failingRelation(ctx context.Context, txn batchTxn, sqlstate string) (int64, error) {
+	var order []int64
+	rank := map[int64]int{} // a relation's place in order
+	for _, e := range txn.Events {
+		if _, ok := rank[e.RelationID]; !ok {
+			rank[e.RelationID] = len(order)
+			order = append(order, e.RelationID)
+		}
+	}
+	// fails reports whether the events of the first k relations fail alone.
+	fails := func(k int) (bool, error) {
+		sub := txn
+		sub.Events = nil
+		for _, e := range txn.Events {
+			if rank[e.RelationID] < k {
+				sub.Events = append(sub.Events, e)
+			}
+		}
+		sub.Applied = len(sub.Events)
+		err := s.materializeCall(ctx, []batchTxn{sub}, false)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return false, nil
+		case !poisonable(err):
+			return false, err
+		default:
+			return errors.As(err, &pgErr) && pgErr.Code == sqlstate, nil
+		}
+	}
+	if len(order) == 0 {
+		return 0, nil
+	}
+	if f, err := fails(0); f || err != nil {
+		return 0, err
+	}
+	lo, hi := 0, len(order) // the first lo relations pass, the first hi fail
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		f, err := fails(mid)
+		if err != nil {
+			return 0, err
+		}
+		if f {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return order[hi-1], nil
+}
+
 // materializeCall materializes txns in one database transaction: their events
 // are copied into the session's scratch table, then one call materializes the
-// batch, which commits whole or not at all. No single value holds the events, so
-// a source transaction of any size fits.
-func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
+// batch, which commits whole or not at all (or, unless commit, is rolled back
+// whatever happens: an attempt). No single value holds the events, so a source
+// transaction of any size fits.
+func (s *stream) materializeCall(ctx context.Context, txns []batchTxn, commit bool) error {
 	body, err := json.Marshal(txns)
 	if err != nil {
 		return err
@@ -497,6 +566,9 @@ func (s *stream) materializeCall(ctx context.Context, txns []batchTxn) error {
 	}
 	if _, err := tx.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body); err != nil {
 		return err
+	}
+	if !commit {
+		return tx.Rollback(ctx)
 	}
 	return tx.Commit(ctx)
 }
