@@ -135,3 +135,35 @@ func TestSyncPushIgnoresShadowingTempTables(t *testing.T) {
 		t.Fatalf("push answered %s, want the insert applied", resp)
 	}
 }
+
+// TestSyncPushRendersUnderAnyOutputSettings: a database whose sessions default
+// to other output settings than the wire's (bytea_output escape, DateStyle
+// SQL/DMY, another TimeZone) changes nothing: push answers server_row exactly
+// as pull delivers the captured row.
+func TestSyncPushRendersUnderAnyOutputSettings(t *testing.T) {
+	t.Parallel()
+	base := newSyncEnv(t, "")
+	base.d.Exec(t, `DO $$ BEGIN
+		EXECUTE format('ALTER DATABASE %I SET bytea_output = escape', current_database());
+		EXECUTE format('ALTER DATABASE %I SET DateStyle = ''SQL, DMY''', current_database());
+		EXECUTE format('ALTER DATABASE %I SET TimeZone = ''Asia/Kolkata''', current_database());
+	END $$`)
+	e := base.epServer(t) // a new pool: its sessions take the database's settings
+	e.connect(t, "u1", "c1")
+	cols := map[string]any{"owner_id": "u1", "data": "AAEC/w==", "at": "2026-03-20T18:22:11.5Z"}
+	resp := e.push(t, "u1", "c1", mut("o1", "docs", "insert", map[string]any{"id": "o1"}, cols))
+	list, o := outcome(t, resp, "o1")
+	if list != "accepted" || o["status"] != "applied" {
+		t.Fatalf("push answered %v, want o1 applied", resp)
+	}
+	row := o["server_row"].(map[string]any)
+	if row["data"] != cols["data"] || row["at"] != cols["at"] {
+		t.Fatalf("server_row %s, want data %v and at %v", mustMarshal(t, row), cols["data"], cols["at"])
+	}
+	waitMaterialized(t, e.d)
+	r := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 3, r)
+	if got := r.rows["user:u1"][rowKey("docs", map[string]any{"id": "o1"})].Row; mustMarshal(t, got) != mustMarshal(t, row) {
+		t.Fatalf("pulled %s, push answered %s", mustMarshal(t, got), mustMarshal(t, row))
+	}
+}

@@ -22,6 +22,7 @@ SET DateStyle = 'ISO, YMD'
 SET TimeZone = 'UTC'
 SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1
+SET bytea_output = 'hex'
 AS $$
 DECLARE
     c synchro.client := synchro.client_session(user_id, request, false);
