@@ -386,11 +386,12 @@ func TestDriftRefusedBeforeCapture(t *testing.T) {
 func TestCatalogDriftBlocksCapture(t *testing.T) {
 	t.Parallel()
 	const (
-		attach      = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
-		writeT      = `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`
-		lostReason  = " (detached or dropped while it may have held rows)"
-		guardRepair = `SELECT synchro.guard_partitions()`
-		unguarded   = "app.parts has partition app.parts_1 without a truncate guard that fires in every session"
+		attach        = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
+		writeT        = `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`
+		lostReason    = " (detached or dropped while it may have held rows)"
+		guardRepair   = `SELECT synchro.guard_partitions()`
+		unguarded     = "app.parts has partition app.parts_1 without a truncate guard that fires in every session"
+		changedGuards = "app.parts has partition app.parts_1 whose guards changed since synchro.guard_partitions() recorded them"
 	)
 	imageT := [3]string{"app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`}
 	for _, tc := range []struct {
@@ -432,6 +433,23 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			write: writeT, reason: unguarded, repair: guardRepair, image: imageT, triggers: true},
 		{name: "partition_truncate_guard_ordinary_sessions_only", ddl: `ALTER TABLE app.parts_1 ENABLE TRIGGER synchro_truncate_guard`,
 			write: writeT, reason: unguarded, repair: guardRepair, image: imageT},
+		// A guard that fires again may have let a TRUNCATE (or, for the
+		// partition guard, a write while the partition was detached) through
+		// in between: its changed pg_trigger row is drift until guard_partitions
+		// records it again.
+		{name: "partition_truncate_guard_disabled_and_enabled_again",
+			ddl: `ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_truncate_guard;
+				ALTER TABLE app.parts_1 ENABLE ALWAYS TRIGGER synchro_truncate_guard`,
+			write: writeT, reason: changedGuards, repair: guardRepair, image: imageT},
+		{name: "partition_guard_disabled_and_enabled_again",
+			ddl: `ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_partition_guard;
+				ALTER TABLE app.parts_1 ENABLE ALWAYS TRIGGER synchro_partition_guard`,
+			write: writeT, reason: changedGuards, repair: guardRepair, image: imageT},
+		{name: "partition_truncate_guard_dropped_and_created_again",
+			ddl: `DROP TRIGGER synchro_truncate_guard ON app.parts_1;
+				CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON app.parts_1 FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard();
+				ALTER TABLE app.parts_1 ENABLE ALWAYS TRIGGER synchro_truncate_guard`,
+			write: writeT, reason: changedGuards, repair: guardRepair, image: imageT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -528,3 +528,36 @@ func TestMigrationMakesGuardsFireAlways(t *testing.T) {
 		t.Fatalf("after guard_partitions: %v", got)
 	}
 }
+
+// TestMigrationRecordsPartitionGuards: partitions recorded before migration
+// 00010 get the fingerprint of their guards as they are, so capture goes on
+// (no drift), and from then on a guard disabled and enabled again is drift
+// until synchro.guard_partitions records it again.
+func TestMigrationRecordsPartitionGuards(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.p (id bigint PRIMARY KEY, v text) PARTITION BY RANGE (id);
+		CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10);
+		SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}')`)
+	later := migrateDownTo(t, d, 9)
+	migrateUpAgain(t, d, later)
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.relation_partition
+		WHERE guards IS NOT DISTINCT FROM synchro.partition_guards(partition_oid) AND guards LIKE '%synchro_partition_guard%synchro_truncate_guard%'`); n != 1 {
+		t.Fatalf("%d partitions with both guards recorded as they are, want 1", n)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
+		t.Fatalf("%d relations drifted after the migration", n)
+	}
+	d.Exec(t, `ALTER TABLE app.p1 DISABLE TRIGGER synchro_truncate_guard; ALTER TABLE app.p1 ENABLE ALWAYS TRIGGER synchro_truncate_guard`)
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "app.p has partition app.p1 whose guards changed") {
+		t.Fatalf("catalog drift: %v, want the changed guards of app.p1", got)
+	}
+	if n := queryInt(t, d, `SELECT synchro.guard_partitions()`); n != 0 {
+		t.Fatalf("guard_partitions installed or enabled %d guards, want 0", n)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
+		t.Fatalf("%d relations drifted after guard_partitions", n)
+	}
+}

@@ -175,6 +175,7 @@ type SynchroRelationPartition struct {
 	RelationID    int64         `json:"relation_id"`
 	PartitionOid  pgtype.Uint32 `json:"partition_oid"`
 	PartitionName string        `json:"partition_name"`
+	Guards        pgtype.Text   `json:"guards"`
 }
 
 type SynchroRowHead struct {

@@ -8,7 +8,11 @@
 -- empty one first), a recorded partition's truncate guard is missing, disabled
 -- or not ENABLE ALWAYS (pgoutput never sends a partition's TRUNCATE, so the
 -- guard is all that stops one; synchro.guard_partitions restores it, attesting
--- that the partition was not truncated meanwhile), or a partition's replica
+-- that the partition was not truncated meanwhile), a recorded partition's
+-- guards changed since synchro.guard_partitions recorded them (disabled and
+-- enabled again, dropped and created again: a TRUNCATE, or a write while the
+-- partition was detached, may have gone through in between; the same call
+-- attests that none did), or a partition's replica
 -- identity is not DEFAULT (pgoutput
 -- describes a partition's rows by the partitioned root). The worker blocks capture while
 -- any exists; readiness reports them as registry drift (ADR 001, "Registry
@@ -38,6 +42,8 @@ BEGIN
                          THEN format('lost partition %s (detached or dropped while it may have held rows)', lost.name)
                      WHEN unguarded.name IS NOT NULL
                          THEN format('has partition %s without a truncate guard that fires in every session (missing, disabled or not ENABLE ALWAYS: its TRUNCATE would go unseen)', unguarded.name)
+                     WHEN changed.name IS NOT NULL
+                         THEN format('has partition %s whose guards changed since synchro.guard_partitions() recorded them (disabled and enabled again, or dropped and created again: a TRUNCATE meanwhile would have gone unseen)', changed.name)
                      WHEN c.relkind = 'p' AND EXISTS (SELECT FROM pg_partition_tree(c.oid::regclass) t
                                                       JOIN pg_class pc ON pc.oid = t.relid
                                                       WHERE t.relid::oid <> c.oid AND pc.relreplident <> 'd')
@@ -56,7 +62,12 @@ BEGIN
                              WHERE rp.relation_id = r.relation_id
                                AND NOT EXISTS (SELECT FROM pg_trigger tg WHERE tg.tgrelid = rp.partition_oid
                                                AND tg.tgname = 'synchro_truncate_guard' AND tg.tgenabled = 'A')
-                             ORDER BY rp.partition_name LIMIT 1) unguarded ON true) d
+                             ORDER BY rp.partition_name LIMIT 1) unguarded ON true
+          -- The first recorded partition whose guards changed since recorded.
+          LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
+                             WHERE rp.relation_id = r.relation_id
+                               AND rp.guards IS DISTINCT FROM synchro.partition_guards(rp.partition_oid)
+                             ORDER BY rp.partition_name LIMIT 1) changed ON true) d
     WHERE d.problem IS NOT NULL
     ORDER BY d.relation_id;
 END

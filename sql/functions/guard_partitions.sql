@@ -6,15 +6,18 @@
 -- ALWAYS: also with session_replication_role = replica, as in a subscription's
 -- apply worker), records every such partition in synchro.relation_partition
 -- (one that later leaves the tree without synchro.detach_partition is relation
--- drift: synchro.catalog_drift), and returns how many triggers it installed or
+-- drift: synchro.catalog_drift) with the fingerprint of its guards
+-- (synchro.partition_guards), and returns how many triggers it installed or
 -- enabled. PostgreSQL clones row triggers onto new partitions but not statement
 -- triggers, and with publish_via_partition_root the TRUNCATE of a single
 -- partition is not decoded at all: without this guard it would empty the
 -- partition unseen (ADR 001, "TRUNCATE and replica identity"). So the fence
 -- refuses writes into a partition not recorded here, and capture blocks while
 -- a recorded partition's truncate guard does not fire in every session
--- (synchro.catalog_drift); enabling it again here attests that the partition
--- was not truncated meanwhile.
+-- (synchro.catalog_drift), or once its guards changed since they were recorded
+-- here (disabled and enabled again, dropped and created again); enabling the
+-- guards again, or recording them as they are now, attests that the partition
+-- was not truncated, nor written while detached, meanwhile.
 -- Registration calls it for the relation it registers; after creating or
 -- attaching a partition, whoever registers tables calls it in the same migration
 -- (readiness reports the partition's missing guard, and the fence refuses writes
@@ -54,14 +57,15 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', synchro.qualified_name(part), guard);
         changed := changed + 1;
     END LOOP;
-    INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name)
-    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid)
+    INSERT INTO synchro.relation_partition AS rp (relation_id, partition_oid, partition_name, guards)
+    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid), synchro.partition_guards(t.relid)
     FROM synchro.relation r
     JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
     CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
     WHERE (rid IS NULL OR r.relation_id = rid)
       AND t.relid::oid <> r.relation_oid
-    ON CONFLICT DO NOTHING;
+    ON CONFLICT (relation_id, partition_oid) DO UPDATE SET guards = EXCLUDED.guards
+        WHERE rp.guards IS DISTINCT FROM EXCLUDED.guards;
     RETURN changed;
 END
 $$;
