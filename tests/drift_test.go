@@ -427,6 +427,17 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 		// pgoutput never sends a partition's TRUNCATE: while the partition's guard
 		// may not fire, one could empty it unseen. guard_partitions restores the
 		// guard (the owner attests that the partition was not truncated).
+		// ALTER COLUMN ... TYPE ... USING that keeps the type changes values
+		// without row events: capture blocks until the owner wrote the rows
+		// again and accepts the rewrite.
+		{name: "column_rewritten_in_place", ddl: `ALTER TABLE app.t ALTER COLUMN v TYPE text USING upper(v)`,
+			write: writeT, reason: "app.t had registered column v rewritten in place in app.t",
+			repair: `UPDATE app.t SET id = id WHERE id = 'base'; SELECT synchro.accept_rewrite('app.t')`,
+			image:  [3]string{"app.t", "base", `{"id": "base", "v": "PLAIN", "n": "5", "alt": "a0"}`}},
+		{name: "partition_column_rewritten_in_place", ddl: `ALTER TABLE app.parts ALTER COLUMN v TYPE text USING upper(v)`,
+			write: writeT, reason: "app.parts had registered column v rewritten in place in app.parts_1",
+			repair: `UPDATE app.parts SET id = id WHERE id = 1; SELECT synchro.accept_rewrite('app.parts')`,
+			image:  [3]string{"app.parts", "1", `{"id": 1, "v": "PLAIN"}`}},
 		{name: "partition_truncate_guard_disabled", ddl: `ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_truncate_guard`,
 			write: writeT, reason: unguarded, repair: guardRepair, image: imageT, triggers: true},
 		{name: "partition_truncate_guard_dropped", ddl: `DROP TRIGGER synchro_truncate_guard ON app.parts_1`,
@@ -560,6 +571,7 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, prepare, write string
+		each                 []string    // statements run one at a time before prepare
 		images               [][3]string // relation, key, image
 	}{
 		{name: "column_type_modifier_widened",
@@ -591,6 +603,16 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 				SELECT synchro.guard_partitions()`,
 			write:  `INSERT INTO app.parts_3 VALUES (2500, 'direct')`,
 			images: [][3]string{{"app.parts", "2500", `{"id": 2500, "v": "direct"}`}}},
+		// New storage without a registered value rewritten, and a registered
+		// column's definition changed without new storage: not a rewrite in place.
+		{name: "table_rewritten_without_registered_values",
+			each: []string{`VACUUM FULL app.t`, `CLUSTER app.t USING t_pkey`, `VACUUM FULL app.parts_1`,
+				`ALTER TABLE app.t ADD COLUMN extra int`, `ALTER TABLE app.t ALTER COLUMN extra TYPE bigint`,
+				`ALTER TABLE app.t ALTER COLUMN v SET DEFAULT 'd', ALTER COLUMN v SET STATISTICS 500`,
+				`ALTER TABLE app.t ALTER COLUMN v TYPE text USING v`, `VACUUM FULL app.t`},
+			write: `UPDATE app.t SET n = '6' WHERE id = 'base'; INSERT INTO app.parts VALUES (2, 'new')`,
+			images: [][3]string{{"app.t", "base", `{"id": "base", "v": "plain", "n": "6", "alt": "a0"}`},
+				{"app.parts", "2", `{"id": 2, "v": "new"}`}}},
 		{name: "capture_triggers_enabled_always",
 			// ENABLE ALWAYS triggers fire in replica sessions too.
 			prepare: `ALTER TABLE app.t ENABLE ALWAYS TRIGGER synchro_fence, ENABLE ALWAYS TRIGGER synchro_key_guard,
@@ -606,7 +628,12 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 			e := newDriftEnv(t)
 			d := e.d
 			hash := schemaHash(t, d)
-			d.Exec(t, tc.prepare)
+			for _, stmt := range tc.each {
+				d.Exec(t, stmt)
+			}
+			if tc.prepare != "" {
+				d.Exec(t, tc.prepare)
+			}
 			commitTxn(t, d, tc.write)
 			waitMaterialized(t, d)
 			for _, img := range tc.images {
@@ -652,4 +679,21 @@ func TestDroppedPublicationStopsCapture(t *testing.T) {
 		t.Fatalf("%d poison records", n)
 	}
 	requireRedacted(t, d, e.log)
+}
+
+// TestAcceptRewriteRefusesUnregistered: accept_rewrite records nothing for a
+// relation that is not registered (42704) and changes nothing.
+func TestAcceptRewriteRefusesUnregistered(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, driftSetup)
+	d.Exec(t, `CREATE TABLE app.plain (id int PRIMARY KEY)`)
+	before := rowsOf(t, d, `SELECT relation_id || ' ' || relfilenode FROM synchro.relation ORDER BY 1`)
+	_, err := d.Pool.Exec(context.Background(), `SELECT synchro.accept_rewrite('app.plain')`)
+	if sqlState(err) != "42704" {
+		t.Fatalf("accept_rewrite of an unregistered table: %v, want SQLSTATE 42704", err)
+	}
+	if got := rowsOf(t, d, `SELECT relation_id || ' ' || relfilenode FROM synchro.relation ORDER BY 1`); !slices.Equal(got, before) {
+		t.Fatalf("recorded storage changed from %v to %v", before, got)
+	}
 }

@@ -529,22 +529,31 @@ func TestMigrationMakesGuardsFireAlways(t *testing.T) {
 	}
 }
 
-// TestMigrationRecordsPartitionGuards: partitions recorded before migration
-// 00010 get the fingerprint of their guards as they are, so capture goes on
-// (no drift), and from then on a guard disabled and enabled again is drift
+// TestMigrationRecordsPartitionGuardsAndStorage: partitions recorded before
+// migration 00010 get the fingerprint of their guards as they are, and tables
+// registered and partitions recorded before 00011 their storage, so capture
+// goes on (no drift); from then on a guard disabled and enabled again is drift
 // until synchro.guard_partitions records it again.
-func TestMigrationRecordsPartitionGuards(t *testing.T) {
+func TestMigrationRecordsPartitionGuardsAndStorage(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	d.Exec(t, `CREATE SCHEMA app;
 		CREATE TABLE app.p (id bigint PRIMARY KEY, v text) PARTITION BY RANGE (id);
 		CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10);
-		SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}')`)
+		CREATE TABLE app.t (id int PRIMARY KEY, v text);
+		SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}');
+		SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}')`)
 	later := migrateDownTo(t, d, 9)
 	migrateUpAgain(t, d, later)
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.relation_partition
 		WHERE guards IS NOT DISTINCT FROM synchro.partition_guards(partition_oid) AND guards LIKE '%synchro_partition_guard%synchro_truncate_guard%'`); n != 1 {
 		t.Fatalf("%d partitions with both guards recorded as they are, want 1", n)
+	}
+	if n := queryInt(t, d, `SELECT (SELECT count(*) FROM synchro.relation r JOIN pg_class c ON c.oid = r.relation_oid
+			WHERE r.relfilenode = c.relfilenode)
+		+ (SELECT count(*) FROM synchro.relation_partition rp JOIN pg_class c ON c.oid = rp.partition_oid
+			WHERE rp.relfilenode = c.relfilenode)`); n != 3 {
+		t.Fatalf("%d tables with their storage recorded as it is, want 3", n)
 	}
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
 		t.Fatalf("%d relations drifted after the migration", n)

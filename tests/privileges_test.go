@@ -46,6 +46,7 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 		`SELECT synchro.guard_partitions()`,
 		`SELECT synchro.detach_partition('app.docs')`,
 		`SELECT synchro.forget_lost_partition('app.docs')`,
+		`SELECT synchro.accept_rewrite('app.docs')`,
 		`SELECT synchro.materialize_transaction('[]')`,
 		`SELECT synchro.record_acknowledgement('0/0')`,
 		`SELECT synchro.prune_capture_history('0', 1)`,

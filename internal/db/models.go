@@ -169,6 +169,7 @@ type SynchroRelation struct {
 	RegisteredAt     pgtype.Timestamptz `json:"registered_at"`
 	ColumnTypes      []pgtype.Uint32    `json:"column_types"`
 	ColumnAttnums    []int16            `json:"column_attnums"`
+	Relfilenode      pgtype.Uint32      `json:"relfilenode"`
 }
 
 type SynchroRelationPartition struct {
@@ -176,6 +177,7 @@ type SynchroRelationPartition struct {
 	PartitionOid  pgtype.Uint32 `json:"partition_oid"`
 	PartitionName string        `json:"partition_name"`
 	Guards        pgtype.Text   `json:"guards"`
+	Relfilenode   pgtype.Uint32 `json:"relfilenode"`
 }
 
 type SynchroRowHead struct {

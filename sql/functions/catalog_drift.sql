@@ -12,7 +12,10 @@
 -- guards changed since synchro.guard_partitions recorded them (disabled and
 -- enabled again, dropped and created again: a TRUNCATE, or a write while the
 -- partition was detached, may have gone through in between; the same call
--- attests that none did), or a partition's replica
+-- attests that none did), a registered column rewritten in place by ALTER
+-- COLUMN ... TYPE ... USING that kept its type (its values changed without
+-- row events; synchro.accept_rewrite attests that every changed row was
+-- written again, or that clients may keep stale values), or a partition's replica
 -- identity is not DEFAULT (pgoutput
 -- describes a partition's rows by the partitioned root). The worker blocks capture while
 -- any exists; readiness reports them as registry drift (ADR 001, "Registry
@@ -38,6 +41,9 @@ BEGIN
                                                      AND a.attnum > 0 AND NOT a.attisdropped
                                   WHERE a.attnum IS DISTINCT FROM u.num)
                          THEN 'has a registered column dropped and added again'
+                     WHEN rewritten.name IS NOT NULL
+                         THEN format('had registered column %I rewritten in place in %s (ALTER COLUMN ... TYPE ... USING): its values may have changed without row events',
+                                     rewritten.col, rewritten.name)
                      WHEN lost.name IS NOT NULL
                          THEN format('lost partition %s (detached or dropped while it may have held rows)', lost.name)
                      WHEN unguarded.name IS NOT NULL
@@ -51,6 +57,21 @@ BEGIN
                  END AS problem
           FROM synchro.relation r
           LEFT JOIN pg_class c ON c.oid = r.relation_oid
+          -- A registered column of the table, or of a recorded partition, that
+          -- kept its type while the transaction that last wrote its pg_attribute
+          -- row also gave the table new storage: ALTER COLUMN ... TYPE ...
+          -- USING rewrote it. (VACUUM FULL and CLUSTER give new storage only;
+          -- SET DEFAULT and the like write the column's row only.)
+          LEFT JOIN LATERAL (SELECT s.name, a.attname AS col
+                             FROM (SELECT r.relation_oid AS oid, r.relfilenode, format('%I.%I', r.schema_name, r.relation_name) AS name
+                                   UNION ALL
+                                   SELECT rp.partition_oid, rp.relfilenode, rp.partition_name FROM synchro.relation_partition rp
+                                   WHERE rp.relation_id = r.relation_id) s
+                             JOIN pg_class sc ON sc.oid = s.oid AND sc.relkind = 'r' AND sc.relfilenode IS DISTINCT FROM s.relfilenode
+                             JOIN unnest(r.columns, r.column_types) u(col, typ) ON true
+                             JOIN pg_attribute a ON a.attrelid = sc.oid AND a.attname = u.col AND NOT a.attisdropped
+                                                AND a.atttypid = u.typ AND a.xmin = sc.xmin
+                             ORDER BY s.name, a.attname LIMIT 1) rewritten ON true
           -- The first recorded partition no longer in the tree.
           -- (The tree is listed once per relation, not once per recorded partition.)
           LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp

@@ -57,11 +57,12 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', synchro.qualified_name(part), guard);
         changed := changed + 1;
     END LOOP;
-    INSERT INTO synchro.relation_partition AS rp (relation_id, partition_oid, partition_name, guards)
-    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid), synchro.partition_guards(t.relid)
+    INSERT INTO synchro.relation_partition AS rp (relation_id, partition_oid, partition_name, guards, relfilenode)
+    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid), synchro.partition_guards(t.relid), pc.relfilenode
     FROM synchro.relation r
     JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
     CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
+    JOIN pg_class pc ON pc.oid = t.relid
     WHERE (rid IS NULL OR r.relation_id = rid)
       AND t.relid::oid <> r.relation_oid
     ON CONFLICT (relation_id, partition_oid) DO UPDATE SET guards = EXCLUDED.guards

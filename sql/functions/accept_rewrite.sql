@@ -1,0 +1,38 @@
+-- synchro.accept_rewrite: the schema owner's way on after ALTER COLUMN ... TYPE
+-- ... USING rewrote a registered column of registered relation rel (or of one
+-- of its partitions) in place and kept its type, which synchro.catalog_drift
+-- reports and which blocks capture: the rewrite changed values without row
+-- events, so the projections and clients may hold the old ones. Write every
+-- changed row again first (UPDATE ... SET id = id captures it whole), or accept
+-- stale values until the rows are next written; then this records the storage
+-- of rel and its recorded partitions as it is now, so that the catalog check
+-- stops blocking capture, and returns how many tables it recorded. Synchro
+-- cannot verify the attestation. It refuses (42704) a relation that is not
+-- registered.
+CREATE OR REPLACE FUNCTION synchro.accept_rewrite(rel regclass)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rid bigint;
+    tables integer;
+    parts integer;
+BEGIN
+    UPDATE synchro.relation r SET relfilenode = c.relfilenode
+    FROM pg_class c
+    WHERE r.relation_oid = rel AND c.oid = r.relation_oid
+    RETURNING r.relation_id INTO rid;
+    IF rid IS NULL THEN
+        RAISE EXCEPTION 'synchro: % is not a registered relation', rel
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    UPDATE synchro.relation_partition rp SET relfilenode = c.relfilenode
+    FROM pg_class c
+    WHERE rp.relation_id = rid AND c.oid = rp.partition_oid;
+    GET DIAGNOSTICS parts = ROW_COUNT;
+    tables := 1 + parts;
+    RAISE WARNING 'synchro: recorded the storage of % (% tables): rows a rewrite changed keep their old values with clients until they are written again', rel, tables;
+    RETURN tables;
+END
+$$;
