@@ -242,7 +242,9 @@ func TestDriftBlocksCapture(t *testing.T) {
 			poison:    `INSERT INTO app.t VALUES ('SECRET-k7', 'SECRET-123', '1', 'SECRET-a7')`,
 			readiness: []string{"publication"}},
 		{name: "session_replication_role_replica", class: capture.ClassFenceUnmatched, relation: "app.t",
-			// Ordinary (ENABLE) triggers do not fire in a replica session.
+			// The fence fires in every session (ENABLE ALWAYS); set back to
+			// ordinary sessions only, it does not fire in a replica session.
+			prepare: `ALTER TABLE app.t ENABLE TRIGGER synchro_fence`,
 			poison: `SET LOCAL session_replication_role = replica;
 				INSERT INTO app.t VALUES ('SECRET-k8', 'SECRET-123', '1', 'SECRET-a8')`},
 		{name: "session_replication_role_replica_truncate", class: capture.ClassTruncate, relation: "app.t",
@@ -342,6 +344,9 @@ func TestDriftRefusedBeforeCapture(t *testing.T) {
 			// The truncate guards fire in every session (ENABLE ALWAYS), also
 			// where ordinary triggers do not (a subscription's apply worker).
 			write: `SET LOCAL session_replication_role = replica; TRUNCATE app.t`},
+		{name: "key_update_in_replica_session", writeState: "0A000",
+			// The key guard fires in every session too.
+			write: `SET LOCAL session_replication_role = replica; UPDATE app.t SET id = 'SECRET-k' WHERE id = 'base'`},
 		{name: "truncate_partition_in_replica_session", writeState: "0A000",
 			// A partition's TRUNCATE would never be decoded.
 			write: `SET LOCAL session_replication_role = replica; TRUNCATE app.parts_1`},
@@ -613,14 +618,17 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 			write: `UPDATE app.t SET n = '6' WHERE id = 'base'; INSERT INTO app.parts VALUES (2, 'new')`,
 			images: [][3]string{{"app.t", "base", `{"id": "base", "v": "plain", "n": "6", "alt": "a0"}`},
 				{"app.parts", "2", `{"id": 2, "v": "new"}`}}},
-		{name: "capture_triggers_enabled_always",
-			// ENABLE ALWAYS triggers fire in replica sessions too.
-			prepare: `ALTER TABLE app.t ENABLE ALWAYS TRIGGER synchro_fence, ENABLE ALWAYS TRIGGER synchro_key_guard,
-				ENABLE ALWAYS TRIGGER synchro_truncate_guard`,
+		{name: "replica_session_writes",
+			// Capture triggers fire in replica sessions too (a subscription's
+			// apply worker writes in one), also on partitions created later.
+			prepare: `CREATE TABLE app.parts_3 PARTITION OF app.parts FOR VALUES FROM (2000) TO (3000);
+				SELECT synchro.guard_partitions()`,
 			write: `SET LOCAL session_replication_role = replica;
-				UPDATE app.t SET v = 'after' WHERE id = 'base'; INSERT INTO app.t VALUES ('k2', 'new', '7', 'a2')`,
+				UPDATE app.t SET v = 'after' WHERE id = 'base'; INSERT INTO app.t VALUES ('k2', 'new', '7', 'a2');
+				UPDATE app.parts SET v = 'after' WHERE id = 1; INSERT INTO app.parts_3 VALUES (2500, 'direct')`,
 			images: [][3]string{{"app.t", "base", `{"id": "base", "v": "after", "n": "5", "alt": "a0"}`},
-				{"app.t", "k2", `{"id": "k2", "v": "new", "n": "7", "alt": "a2"}`}}},
+				{"app.t", "k2", `{"id": "k2", "v": "new", "n": "7", "alt": "a2"}`},
+				{"app.parts", "1", `{"id": 1, "v": "after"}`}, {"app.parts", "2500", `{"id": 2500, "v": "direct"}`}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -537,12 +537,7 @@ func TestMigrationMakesGuardsFireAlways(t *testing.T) {
 func TestMigrationRecordsPartitionGuardsAndStorage(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
-	d.Exec(t, `CREATE SCHEMA app;
-		CREATE TABLE app.p (id bigint PRIMARY KEY, v text) PARTITION BY RANGE (id);
-		CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10);
-		CREATE TABLE app.t (id int PRIMARY KEY, v text);
-		SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}');
-		SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}')`)
+	d.Exec(t, partitionedAndPlain)
 	later := migrateDownTo(t, d, 9)
 	migrateUpAgain(t, d, later)
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.relation_partition
@@ -570,3 +565,36 @@ func TestMigrationRecordsPartitionGuardsAndStorage(t *testing.T) {
 		t.Fatalf("%d relations drifted after guard_partitions", n)
 	}
 }
+
+// TestMigrationMakesCaptureTriggersFireAlways: key guards and fences installed
+// before migration 00012 fired in ordinary sessions only, so a row written by
+// a subscription's apply worker (a replica session) had no fence and blocked
+// capture; the migration makes them fire in every session, also the clones on
+// partitions, and its Down section restores ordinary firing.
+func TestMigrationMakesCaptureTriggersFireAlways(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, partitionedAndPlain)
+	triggers := `SELECT string_agg(DISTINCT tgenabled::text, ',') FROM pg_trigger WHERE tgname IN ('synchro_key_guard', 'synchro_fence')`
+	count := `SELECT count(*) FROM pg_trigger WHERE tgname IN ('synchro_key_guard', 'synchro_fence')`
+	if got, n := queryText(t, d, triggers), queryInt(t, d, count); got != "A" || n != 6 {
+		t.Fatalf("registration installed %d key guards and fences firing %q, want 6 firing A", n, got)
+	}
+	later := migrateDownTo(t, d, 11)
+	if got := queryText(t, d, triggers); got != "O" {
+		t.Fatalf("after the Down section the key guards and fences fire %q, want O", got)
+	}
+	migrateUpAgain(t, d, later)
+	if got, n := queryText(t, d, triggers), queryInt(t, d, count); got != "A" || n != 6 {
+		t.Fatalf("after the migration %d key guards and fences fire %q, want 6 firing A", n, got)
+	}
+}
+
+// partitionedAndPlain registers a partitioned table with one partition
+// (app.p, app.p1) and a plain one (app.t).
+const partitionedAndPlain = `CREATE SCHEMA app;
+	CREATE TABLE app.p (id bigint PRIMARY KEY, v text) PARTITION BY RANGE (id);
+	CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10);
+	CREATE TABLE app.t (id int PRIMARY KEY, v text);
+	SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}');
+	SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}')`

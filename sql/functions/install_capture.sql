@@ -1,7 +1,9 @@
 -- synchro.install_capture: installs the key guard, fence and truncate guard
 -- triggers of registered relation rid (the truncate guard on each partition too:
--- synchro.guard_partitions; truncate guards fire in every session, ENABLE
--- ALWAYS) and adds it to the capture publication by
+-- synchro.guard_partitions), all firing in every session (ENABLE ALWAYS: also
+-- in a logical replication subscription's apply worker, which writes with
+-- session_replication_role = replica, so that rows a subscription writes are
+-- fenced and captured like any others), and adds it to the capture publication by
 -- qualified name. The fence's arguments carry the immutable registered identity
 -- (relation_id, kind, schema, name, OID, key column, table_id), so a fence never
 -- looks the registry up and always reports the identity that was registered.
@@ -30,8 +32,10 @@ BEGIN
     EXECUTE format('CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard()',
                    qname);
     -- Also in sessions with session_replication_role = replica (a subscription's
-    -- apply worker, a restore), where ordinary triggers do not fire.
-    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER synchro_truncate_guard', qname);
+    -- apply worker, a restore), where ordinary triggers do not fire. Partitions'
+    -- clones of the row triggers fire as their parent's do.
+    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER synchro_key_guard, ENABLE ALWAYS TRIGGER synchro_fence, '
+                   'ENABLE ALWAYS TRIGGER synchro_truncate_guard', qname);
     PERFORM synchro.guard_partitions(rid);
 
     SELECT publication_name INTO pub FROM synchro.settings;
