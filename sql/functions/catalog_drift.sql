@@ -63,14 +63,18 @@ BEGIN
           -- USING rewrote it. (VACUUM FULL and CLUSTER give new storage only;
           -- SET DEFAULT and the like write the column's row only.)
           LEFT JOIN LATERAL (SELECT s.name, a.attname AS col
-                             FROM (SELECT r.relation_oid AS oid, r.relfilenode, format('%I.%I', r.schema_name, r.relation_name) AS name
+                             FROM (SELECT c.oid, c.xmin, format('%I.%I', r.schema_name, r.relation_name) AS name
+                                   WHERE c.relkind = 'r' AND c.relfilenode IS DISTINCT FROM r.relfilenode
                                    UNION ALL
-                                   SELECT rp.partition_oid, rp.relfilenode, rp.partition_name FROM synchro.relation_partition rp
-                                   WHERE rp.relation_id = r.relation_id) s
-                             JOIN pg_class sc ON sc.oid = s.oid AND sc.relkind = 'r' AND sc.relfilenode IS DISTINCT FROM s.relfilenode
-                             JOIN unnest(r.columns, r.column_types) u(col, typ) ON true
-                             JOIN pg_attribute a ON a.attrelid = sc.oid AND a.attname = u.col AND NOT a.attisdropped
-                                                AND a.atttypid = u.typ AND a.xmin = sc.xmin
+                                   SELECT pc.oid, pc.xmin, rp.partition_name
+                                   FROM synchro.relation_partition rp
+                                   -- a lookup per recorded partition, never a scan of pg_class
+                                   CROSS JOIN LATERAL (SELECT pc.oid, pc.xmin, pc.relkind, pc.relfilenode FROM pg_class pc
+                                                       WHERE pc.oid = rp.partition_oid OFFSET 0) pc
+                                   WHERE rp.relation_id = r.relation_id AND pc.relkind = 'r'
+                                     AND pc.relfilenode IS DISTINCT FROM rp.relfilenode) s
+                             JOIN pg_attribute a ON a.attrelid = s.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.xmin = s.xmin
+                             JOIN unnest(r.columns, r.column_types) u(col, typ) ON u.col = a.attname AND u.typ = a.atttypid
                              ORDER BY s.name, a.attname LIMIT 1) rewritten ON true
           -- The first recorded partition no longer in the tree.
           -- (The tree is listed once per relation, not once per recorded partition.)
@@ -85,10 +89,11 @@ BEGIN
                                                AND tg.tgname = 'synchro_truncate_guard' AND tg.tgenabled = 'A')
                              ORDER BY rp.partition_name LIMIT 1) unguarded ON true
           -- The first recorded partition whose guards changed since recorded.
-          LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
-                             WHERE rp.relation_id = r.relation_id
-                               AND rp.guards IS DISTINCT FROM synchro.partition_guards(rp.partition_oid)
-                             ORDER BY rp.partition_name LIMIT 1) changed ON true) d
+          LEFT JOIN (SELECT rp.relation_id, min(rp.partition_name) AS name
+                     FROM synchro.relation_partition rp
+                     JOIN synchro.partition_guards() g ON g.relation_id = rp.relation_id AND g.partition_oid = rp.partition_oid
+                     WHERE rp.guards IS DISTINCT FROM g.guards
+                     GROUP BY rp.relation_id) changed ON changed.relation_id = r.relation_id) d
     WHERE d.problem IS NOT NULL
     ORDER BY d.relation_id;
 END

@@ -57,16 +57,24 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', synchro.qualified_name(part), guard);
         changed := changed + 1;
     END LOOP;
-    INSERT INTO synchro.relation_partition AS rp (relation_id, partition_oid, partition_name, guards, relfilenode)
-    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid), synchro.partition_guards(t.relid), pc.relfilenode
+    INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name, relfilenode)
+    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid), pc.relfilenode
     FROM synchro.relation r
     JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
     CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
     JOIN pg_class pc ON pc.oid = t.relid
     WHERE (rid IS NULL OR r.relation_id = rid)
       AND t.relid::oid <> r.relation_oid
-    ON CONFLICT (relation_id, partition_oid) DO UPDATE SET guards = EXCLUDED.guards
-        WHERE rp.guards IS DISTINCT FROM EXCLUDED.guards;
+    ON CONFLICT DO NOTHING;
+    -- The guards of every recorded partition in its relation's tree, as they
+    -- are now (one that left the tree is not attested here).
+    UPDATE synchro.relation_partition rp SET guards = g.guards
+    FROM synchro.partition_guards() g
+    JOIN synchro.relation r ON r.relation_id = g.relation_id
+    WHERE g.relation_id = rp.relation_id AND g.partition_oid = rp.partition_oid
+      AND (rid IS NULL OR rp.relation_id = rid)
+      AND rp.guards IS DISTINCT FROM g.guards
+      AND EXISTS (SELECT FROM pg_partition_tree(r.relation_oid::regclass) t WHERE t.relid::oid = rp.partition_oid);
     RETURN changed;
 END
 $$;
