@@ -39,6 +39,9 @@ func TestWorkerFailoverAfterSIGKILL(t *testing.T) {
 		t.Cleanup(func() {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("synchrod %s log:\n%s", id, stderr.String())
+			}
 		})
 	}
 
@@ -120,4 +123,47 @@ func TestWorkerFailoverAfterSIGKILL(t *testing.T) {
 	if effects != written || distinctEffects != written {
 		t.Fatalf("%d effects (%d distinct) for %d single-row inserts", effects, distinctEffects, written)
 	}
+}
+
+// TestKilledWorkerMaterializationEnds: PostgreSQL runs a statement to its end
+// after its client died unless told to check. A synchrod killed while it
+// materializes a slow batch (here a scope rule that sleeps) must not leave the
+// batch running, holding the progress row that the worker taking over waits
+// for: the materialization ends within seconds of the kill.
+func TestKilledWorkerMaterializationEnds(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(buildCommands(t), "synchrod")
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.slow (id int PRIMARY KEY);
+		SELECT synchro.register_table('app.slow', '{"kind":"sql","membership":"SELECT CASE WHEN pg_sleep(60) IS NULL THEN ''all'' END"}')`)
+	slot := synchrodSlot()
+	t.Cleanup(func() { d.DropSlot(t, slot) })
+	cmd := command(context.Background(), bin, "--database-url", d.URL, "--listen", freeAddr(t), "--slot", slot,
+		"--worker-id", "slow", "--heartbeat-interval", "100ms")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	running := func() (bool, error) {
+		var n int
+		err := d.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND query LIKE '%synchro.materialize_transaction%'
+			  AND pid <> pg_backend_pid()`).Scan(&n)
+		return n > 0, err
+	}
+	waitFor(t, "a worker streaming", 30*time.Second, func() (bool, error) {
+		return queryBool(t, d, `SELECT EXISTS (SELECT FROM synchro.worker_heartbeat WHERE worker_id = 'slow' AND state = 'streaming')`), nil
+	})
+	d.Exec(t, `INSERT INTO app.slow VALUES (1)`)
+	waitFor(t, "the slow batch materializing", 30*time.Second, running)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the killed worker's materialization to end", 10*time.Second, func() (bool, error) {
+		r, err := running()
+		return !r, err
+	})
 }

@@ -82,6 +82,12 @@ func (s *stream) run(ctx context.Context) error {
 		return err
 	}
 	defer s.mat.Release()
+	// PostgreSQL runs a statement to its end after its client died unless told
+	// to check: a backlog batch of a killed worker would hold the progress row,
+	// and keep the worker that takes over waiting, until it finished.
+	if _, err := s.mat.Exec(ctx, `SET client_connection_check_interval = 1000`); err != nil {
+		return err
+	}
 	defer s.abandon()
 	err = pglogrepl.StartReplication(ctx, s.conn, w.cfg.Slot, s.ack, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", strings.ReplaceAll(w.cfg.Publication, "'", "''")), "messages 'true'"},
