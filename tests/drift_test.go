@@ -498,6 +498,57 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 	}
 }
 
+// TestRenamedEnumValueBlocksCapture: ALTER TYPE ... RENAME VALUE changes the
+// text of every row holding the value without a row event. Renaming a value of
+// a registered column's enum type blocks capture from the catalog, whether
+// registration recorded the value or the worker did after ALTER TYPE ... ADD
+// VALUE (which itself keeps capturing), until the owner writes the rows again
+// and accepts the rename (synchro.accept_rewrite): then the held transactions
+// are materialized once and the rows carry the new label.
+func TestRenamedEnumValueBlocksCapture(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, value, prepare string }{
+		{"value_recorded_at_registration", "sad", ""},
+		{"value_added_later", "calm", `ALTER TYPE app.mood ADD VALUE 'calm'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			d := e.d
+			d.Exec(t, `CREATE TYPE app.mood AS ENUM ('sad', 'happy');
+				CREATE TABLE app.e (id int PRIMARY KEY, m app.mood);
+				SELECT synchro.register_table('app.e', '{"kind":"shared","scope":"all"}')`)
+			if tc.prepare != "" {
+				d.Exec(t, tc.prepare)
+			}
+			commitTxn(t, d, `INSERT INTO app.e VALUES (1, '`+tc.value+`'), (2, 'happy')`)
+			waitMaterialized(t, d)
+			requireImage(t, d, "app.e", "1", `{"id": 1, "m": "`+tc.value+`"}`)
+			// The worker recorded an added value at the catalog check before the batch.
+			if n := queryInt(t, d, `SELECT count(*) FROM synchro.relation_enum_label WHERE label = $1`, tc.value); n != 1 {
+				t.Fatalf("value %s recorded %d times, want once", tc.value, n)
+			}
+			d.Exec(t, `ALTER TYPE app.mood RENAME VALUE '`+tc.value+`' TO 'blue'`)
+			held := commitTxn(t, d, `INSERT INTO app.e VALUES (3, 'happy')`)
+			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
+			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
+			waitReadiness(t, d, "worker", "registry")
+			const reason = "app.e has a recorded value of enum type app.mood renamed (ALTER TYPE ... RENAME VALUE)"
+			if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(got, reason) {
+				t.Fatalf("registry check: %q, want %q", got, reason)
+			}
+			d.Exec(t, `UPDATE app.e SET id = id WHERE m = 'blue'; SELECT synchro.accept_rewrite('app.e')`)
+			waitMaterialized(t, d)
+			requireMaterializedOnce(t, d, 1, held, later)
+			requireImage(t, d, "app.e", "1", `{"id": 1, "m": "blue"}`)
+			requireImage(t, d, "app.e", "3", `{"id": 3, "m": "happy"}`)
+			requireEffectVersions(t, d)
+			requireDigests(t, d)
+			waitReadiness(t, d)
+		})
+	}
+}
+
 // TestNewPartitionNeedsTruncateGuard: a partition created after registration
 // has the cloned row triggers but no truncate or partition guard, which
 // readiness reports until synchro.guard_partitions installs them (once).

@@ -598,3 +598,32 @@ const partitionedAndPlain = `CREATE SCHEMA app;
 	CREATE TABLE app.t (id int PRIMARY KEY, v text);
 	SELECT synchro.register_table('app.p', '{"kind":"shared","scope":"all"}');
 	SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}')`
+
+// TestMigrationLeavesEnumLabelsToTheWorker: migration 00013 records no enum
+// labels for relations registered before it; the worker records them at its
+// first catalog check, after which renaming a value is catalog drift.
+func TestMigrationLeavesEnumLabelsToTheWorker(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app; CREATE TYPE app.mood AS ENUM ('sad', 'happy');
+		CREATE TABLE app.e (id int PRIMARY KEY, m app.mood, n text);
+		SELECT synchro.register_table('app.e', '{"kind":"shared","scope":"all"}')`)
+	const labels = `SELECT count(*) FROM synchro.relation_enum_label el JOIN pg_enum e ON e.oid = el.enum_value AND e.enumlabel = el.label`
+	if n := queryInt(t, d, labels); n != 2 {
+		t.Fatalf("registration recorded %d enum labels, want 2", n)
+	}
+	later := migrateDownTo(t, d, 12)
+	migrateUpAgain(t, d, later)
+	if n := queryInt(t, d, labels); n != 0 {
+		t.Fatalf("the migration recorded %d enum labels, want none", n)
+	}
+	startStreaming(t, d, workerConfig(d, "w1"))
+	waitFor(t, "the worker recording enum labels", 30*time.Second, func() (bool, error) {
+		return queryInt(t, d, labels) == 2, nil
+	})
+	d.Exec(t, `ALTER TYPE app.mood RENAME VALUE 'happy' TO 'glad'`)
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "app.e has a recorded value of enum type app.mood renamed") {
+		t.Fatalf("catalog drift: %v, want the renamed value of app.mood", got)
+	}
+}

@@ -172,6 +172,13 @@ type SynchroRelation struct {
 	Relfilenode      pgtype.Uint32      `json:"relfilenode"`
 }
 
+type SynchroRelationEnumLabel struct {
+	RelationID int64         `json:"relation_id"`
+	EnumValue  pgtype.Uint32 `json:"enum_value"`
+	EnumType   pgtype.Uint32 `json:"enum_type"`
+	Label      string        `json:"label"`
+}
+
 type SynchroRelationPartition struct {
 	RelationID    int64         `json:"relation_id"`
 	PartitionOid  pgtype.Uint32 `json:"partition_oid"`

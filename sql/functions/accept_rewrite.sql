@@ -1,14 +1,15 @@
 -- synchro.accept_rewrite: the schema owner's way on after ALTER COLUMN ... TYPE
 -- ... USING rewrote a registered column of registered relation rel (or of one
--- of its partitions) in place and kept its type, which synchro.catalog_drift
--- reports and which blocks capture: the rewrite changed values without row
+-- of its partitions) in place and kept its type, or ALTER TYPE ... RENAME VALUE
+-- renamed a value of a registered column's enum type, which synchro.catalog_drift
+-- reports and which blocks capture: either changed values without row
 -- events, so the projections and clients may hold the old ones. Write every
 -- changed row again first (UPDATE ... SET id = id captures it whole), or accept
 -- stale values until the rows are next written; then this records the storage
--- of rel and its recorded partitions as it is now, so that the catalog check
--- stops blocking capture, and returns how many tables it recorded. Synchro
--- cannot verify the attestation. It refuses (42704) a relation that is not
--- registered.
+-- of rel and its recorded partitions, and the labels of its enum values, as
+-- they are now, so that the catalog check stops blocking capture, and returns
+-- how many tables it recorded. Synchro cannot verify the attestation. It
+-- refuses (42704) a relation that is not registered.
 CREATE OR REPLACE FUNCTION synchro.accept_rewrite(rel regclass)
 RETURNS integer
 LANGUAGE plpgsql
@@ -32,7 +33,8 @@ BEGIN
     WHERE rp.relation_id = rid AND c.oid = rp.partition_oid;
     GET DIAGNOSTICS parts = ROW_COUNT;
     tables := 1 + parts;
-    RAISE WARNING 'synchro: recorded the storage of % (% tables): rows a rewrite changed keep their old values with clients until they are written again', rel, tables;
+    PERFORM synchro.record_enum_labels(rid, true);
+    RAISE WARNING 'synchro: recorded the storage and enum labels of % (% tables): rows a rewrite or a renamed enum value changed keep their old values with clients until they are written again', rel, tables;
     RETURN tables;
 END
 $$;

@@ -1,7 +1,8 @@
 -- synchro.capture_relation: records a validated relation in the registry under
 -- generation g, with the type and attribute number of each registered column
 -- (the worker and readiness treat a change of either as relation drift) and
--- its storage (synchro.catalog_drift: a rewrite of a registered column), and
+-- its storage (synchro.catalog_drift: a rewrite of a registered column) and
+-- the labels of its columns' enum types (synchro.record_enum_labels), and
 -- returns its immutable relation_id. The relation must not be registered yet.
 -- synchro.install_capture then installs its triggers (after a synced table's
 -- synced_table row exists, whose table_id the fence carries).
@@ -33,6 +34,7 @@ BEGIN
     WHERE c.oid = rel
     GROUP BY n.nspname, c.relname, c.oid, c.relfilenode
     RETURNING relation_id INTO rid;
+    PERFORM synchro.record_enum_labels(rid);
 
     RETURN rid;
 END

@@ -15,8 +15,10 @@
 -- attests that none did), a registered column rewritten in place by ALTER
 -- COLUMN ... TYPE ... USING that kept its type (its values changed without
 -- row events; synchro.accept_rewrite attests that every changed row was
--- written again, or that clients may keep stale values), or a partition's replica
--- identity is not DEFAULT (pgoutput
+-- written again, or that clients may keep stale values), a recorded value of a
+-- registered column's enum type renamed (ALTER TYPE ... RENAME VALUE changed
+-- the rows holding it without row events; the same call records the labels
+-- again), or a partition's replica identity is not DEFAULT (pgoutput
 -- describes a partition's rows by the partitioned root). The worker blocks capture while
 -- any exists; readiness reports them as registry drift (ADR 001, "Registry
 -- activation and relation drift"). Drift that decoded transactions show (a
@@ -44,6 +46,9 @@ BEGIN
                      WHEN rewritten.name IS NOT NULL
                          THEN format('had registered column %I rewritten in place in %s (ALTER COLUMN ... TYPE ... USING): its values may have changed without row events',
                                      rewritten.col, rewritten.name)
+                     WHEN renamed.typ IS NOT NULL
+                         THEN format('has a recorded value of enum type %s renamed (ALTER TYPE ... RENAME VALUE): registered values may have changed without row events',
+                                     renamed.typ::regtype)
                      WHEN lost.name IS NOT NULL
                          THEN format('lost partition %s (detached or dropped while it may have held rows)', lost.name)
                      WHEN unguarded.name IS NOT NULL
@@ -76,6 +81,11 @@ BEGIN
                              JOIN pg_attribute a ON a.attrelid = s.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.xmin = s.xmin
                              JOIN unnest(r.columns, r.column_types) u(col, typ) ON u.col = a.attname AND u.typ = a.atttypid
                              ORDER BY s.name, a.attname LIMIT 1) rewritten ON true
+          -- The first recorded enum value whose label changed (or that is gone).
+          LEFT JOIN LATERAL (SELECT el.enum_type AS typ FROM synchro.relation_enum_label el
+                             LEFT JOIN pg_enum e ON e.oid = el.enum_value
+                             WHERE el.relation_id = r.relation_id AND e.enumlabel IS DISTINCT FROM el.label
+                             ORDER BY el.enum_type, el.enum_value LIMIT 1) renamed ON true
           -- The first recorded partition no longer in the tree.
           -- (The tree is listed once per relation, not once per recorded partition.)
           LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
