@@ -167,3 +167,47 @@ func TestSyncPushRendersUnderAnyOutputSettings(t *testing.T) {
 		t.Fatalf("pulled %s, push answered %s", mustMarshal(t, got), mustMarshal(t, row))
 	}
 }
+
+// TestSyncPushRefusedWhileTableDrifted: a synced table that no longer matches
+// its registration (a synced column, its key or the table renamed, a synced
+// column dropped) refuses the whole push with 503 not_ready (retryable), not a
+// 500, and writes nothing, not even the mutations before the failing one;
+// readiness reports the drift. Put back, the same push applies.
+func TestSyncPushRefusedWhileTableDrifted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, ddl, repair string }{
+		{"column_renamed", `ALTER TABLE app.docs RENAME COLUMN title TO heading`, `ALTER TABLE app.docs RENAME COLUMN heading TO title`},
+		{"key_renamed", `ALTER TABLE app.docs RENAME COLUMN id TO ident`, `ALTER TABLE app.docs RENAME COLUMN ident TO id`},
+		{"table_renamed", `ALTER TABLE app.docs RENAME TO documents`, `ALTER TABLE app.documents RENAME TO docs`},
+		{"column_dropped", `ALTER TABLE app.docs DROP COLUMN title`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newSyncEnv(t, `INSERT INTO app.projects VALUES ('p1', 'u1')`)
+			e.connect(t, "u1", "c1")
+			e.d.Exec(t, tc.ddl)
+			body := map[string]any{"client_id": "c1", "batch_id": "b1", "mutations": []any{
+				mut("m1", "tasks", "insert", map[string]any{"id": 1}, map[string]any{"project_id": "p1", "title": "t"}),
+				mut("m2", "docs", "insert", map[string]any{"id": "d1"}, map[string]any{"owner_id": "u1", "title": "x"}),
+			}}
+			r := e.post(t, "u1", "/sync/push", body)
+			requireError(t, "push into a drifted table", r, 503, "not_ready")
+			if n := queryInt(t, e.d, `SELECT (SELECT count(*) FROM app.tasks) + (SELECT count(*) FROM synchro.mutation)`); n != 0 {
+				t.Fatalf("the refused push wrote %d rows", n)
+			}
+			if !queryBool(t, e.d, `SELECT NOT ok FROM synchro.readiness WHERE "check" = 'registry'`) {
+				t.Fatalf("readiness does not report the drift")
+			}
+			if tc.repair == "" {
+				return
+			}
+			e.d.Exec(t, tc.repair)
+			resp := requireOK(t, "push after the repair", e.post(t, "u1", "/sync/push", body))
+			for _, id := range []string{"m1", "m2"} {
+				if list, o := outcome(t, resp, id); list != "accepted" {
+					t.Fatalf("%s after the repair: %s %v, want applied", id, list, o)
+				}
+			}
+		})
+	}
+}

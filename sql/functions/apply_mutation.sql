@@ -8,8 +8,9 @@
 -- pull-visible effect (ADR 001). Outcome statuses: applied; conflict
 -- (version_conflict, with the current server_version and server_row); rejected
 -- (policy_rejected, validation_failed, table_not_synced); retry
--- (server_retryable: lock timeout, deadlock, serialization failure). Messages
--- name a column or constraint, never a value.
+-- (server_retryable: lock timeout, deadlock, serialization failure). A table
+-- that no longer matches its registration refuses the whole push (503
+-- not_ready). Messages name a column or constraint, never a value.
 CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text, m jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -82,12 +83,15 @@ BEGIN
         END;
     END LOOP;
     full_row := cols || jsonb_build_object(r.key_column, pkv);
-    -- The key's type without its modifier: a cast to varchar(5) would cut a
-    -- longer key to another row's.
-    SELECT format_type(a.atttypid, NULL) INTO STRICT key_type
-    FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column;
 
     BEGIN
+        -- The key's type without its modifier: a cast to varchar(5) would cut a
+        -- longer key to another row's.
+        SELECT format_type(a.atttypid, NULL) INTO key_type
+        FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column AND NOT a.attisdropped;
+        IF key_type IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'undefined_column';
+        END IF;
         EXECUTE format('SELECT to_jsonb(x) FROM %I.%I x WHERE x.%I = $1::%s FOR UPDATE', r.schema_name, r.relation_name, r.key_column, key_type)
             INTO before USING key_text;
         IF before IS NOT NULL THEN
@@ -171,6 +175,12 @@ BEGIN
         WHEN feature_not_supported OR raise_exception OR triggered_data_change_violation THEN
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
                                               'message', 'the change was refused by a rule of the table');
+        WHEN undefined_table OR undefined_column THEN
+            -- The table no longer matches its registration (it, its key or a
+            -- synced column renamed or dropped): relation drift, which
+            -- readiness reports and which blocks capture until repaired. The
+            -- whole push is refused, as while capture is not ready.
+            PERFORM synchro.refuse(503, 'not_ready', 'a synced table no longer matches its registration; retry later');
         WHEN lock_not_available OR deadlock_detected OR serialization_failure THEN
             RETURN head || jsonb_build_object('status', 'retry', 'code', 'server_retryable',
                                               'message', 'the row is busy; retry the mutation');
