@@ -211,3 +211,43 @@ func TestSyncPushRefusedWhileTableDrifted(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncPushServerRowEqualsPull: push answers server_row exactly as pull
+// delivers the captured row, for every portable type, a column's default and
+// NULL: a boolean (whose cast to text differs from its output), character(n)
+// padding, floats, dates and times, uuid, json and bytes. It used to answer
+// 500 for any row with a boolean, after the write had committed.
+func TestSyncPushServerRowEqualsPull(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, `CREATE TABLE app.kinds (id text PRIMARY KEY, owner_id text NOT NULL,
+			done boolean NOT NULL DEFAULT false, flag boolean, code character(4), f double precision, r real, num numeric,
+			d date, tm time, ttz timetz, ts timestamp, u uuid, j json, vc varchar(10), i2 smallint, i8 bigint);
+		SELECT synchro.register_table('app.kinds', '{"kind":"column","template":"user:{owner_id}"}')`)
+	e.connect(t, "u1", "c1")
+	muts := []map[string]any{
+		mut("k1", "kinds", "insert", map[string]any{"id": "k1"}, map[string]any{"owner_id": "u1"}),
+		mut("k2", "kinds", "insert", map[string]any{"id": "k2"}, map[string]any{"owner_id": "u1", "done": true, "flag": false,
+			"code": "ab", "f": 0.1, "r": 1.5, "num": 12.50, "d": "2026-02-03", "tm": "04:05:06.5", "ttz": "04:05:06+02",
+			"ts": "2026-02-03T04:05:06.123456", "u": "0a0b0c0d-0000-4000-8000-00000000000f", "j": map[string]any{"a": []any{1, "x"}},
+			"vc": "v", "i2": -3, "i8": 9007199254740993}),
+		mut("k3", "kinds", "insert", map[string]any{"id": "k3"}, map[string]any{"owner_id": "u1", "code": "abcd"}),
+	}
+	resp := e.push(t, "u1", "c1", muts...)
+	waitMaterialized(t, e.d)
+	r := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 10, r)
+	for _, m := range muts {
+		id := m["mutation_id"].(string)
+		list, o := outcome(t, resp, id)
+		if list != "accepted" || o["status"] != "applied" {
+			t.Fatalf("%s: %s %v, want applied", id, list, o)
+		}
+		pulled := r.rows["user:u1"][rowKey("kinds", map[string]any{"id": id})].Row
+		if got, want := mustMarshal(t, o["server_row"]), mustMarshal(t, pulled); got != want {
+			t.Fatalf("%s: push answered %s, pull delivers %s", id, got, want)
+		}
+	}
+	if _, o := outcome(t, resp, "k2"); mustMarshal(t, o["server_row"].(map[string]any)["code"]) != `"ab  "` {
+		t.Fatalf("k2: code %v, want its padding", o["server_row"])
+	}
+}

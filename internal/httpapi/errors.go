@@ -47,7 +47,18 @@ func fromDatabase(err error, log *slog.Logger, op string) *apiError {
 	if pg != nil {
 		sqlstate = pg.Code
 	}
-	log.Error("sync request failed", "op", op, "sqlstate", sqlstate, "error_class", errorClass(err))
+	return internalError(log, op, sqlstate, errorClass(err))
+}
+
+// renderFailed answers a push whose committed outcome could not be rendered in
+// wire form (a bug, never the client's): a 500 whose log line names the class,
+// not the value.
+func renderFailed(log *slog.Logger) *apiError {
+	return internalError(log, "push", "", "render")
+}
+
+func internalError(log *slog.Logger, op, sqlstate, class string) *apiError {
+	log.Error("sync request failed", "op", op, "sqlstate", sqlstate, "error_class", class)
 	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; retry later"}
 }
 

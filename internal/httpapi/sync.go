@@ -324,12 +324,12 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 	log := s.Log
 	var resp map[string]json.RawMessage
 	if err := json.Unmarshal(body, &resp); err != nil {
-		return nil, fromDatabase(err, log, "push")
+		return nil, renderFailed(log)
 	}
 	for _, list := range []string{"accepted", "rejected"} {
 		var outcomes []map[string]json.RawMessage
 		if err := json.Unmarshal(resp[list], &outcomes); err != nil {
-			return nil, fromDatabase(err, log, "push")
+			return nil, renderFailed(log)
 		}
 		for _, o := range outcomes {
 			var code string
@@ -344,7 +344,7 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 			delete(o, "server_row_text")
 			var cols []json.RawMessage
 			if err := json.Unmarshal(text, &cols); err != nil {
-				return nil, fromDatabase(err, log, "push")
+				return nil, renderFailed(log)
 			}
 			if cols == nil {
 				o["server_row"] = json.RawMessage("null")
@@ -352,7 +352,7 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 			}
 			row, err := wire.Row(cols)
 			if err != nil {
-				return nil, fromDatabase(err, log, "push")
+				return nil, renderFailed(log)
 			}
 			o["server_row"] = row
 		}

@@ -1,6 +1,7 @@
 -- synchro.row_text: the synced columns of the live row of table t with the given
 -- key as [[column, type oid, text or null], ...] in registration order (the text
--- output of each value, under the caller's DateStyle ISO / TimeZone UTC), or NULL
+-- output of each value, as capture decodes it, under the caller's DateStyle ISO /
+-- TimeZone UTC), or NULL
 -- when there is no such row. The HTTP layer renders it with the same typed JSON
 -- rules as captured row images, so a push's server_row equals what pull delivers.
 CREATE OR REPLACE FUNCTION synchro.row_text(t synchro.synced_table, key text)
@@ -17,7 +18,10 @@ BEGIN
     SELECT * INTO STRICT r FROM synchro.relation WHERE relation_id = t.relation_id;
     SELECT format_type(a.atttypid, NULL) INTO STRICT key_type
     FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column;
-    SELECT string_agg(format('x.%I::text', c), ', ' ORDER BY o) INTO cols FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o);
+    -- The type's output function, as pgoutput sends it (format's %s), not a
+    -- cast to text: boolean casts to true/false, character(n) loses its padding.
+    SELECT string_agg(format('CASE WHEN x.%1$I IS NOT NULL THEN format(''%%s'', x.%1$I) END', c), ', ' ORDER BY o)
+    INTO cols FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o);
     EXECUTE format('SELECT ARRAY[%s] FROM %I.%I x WHERE x.%I = $1::%s', cols, r.schema_name, r.relation_name, r.key_column, key_type)
         INTO vals USING key;
     IF vals IS NULL THEN
