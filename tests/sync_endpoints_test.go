@@ -246,6 +246,7 @@ func TestSyncEndpointRequestErrors(t *testing.T) {
 			{"trailing bracket", "/sync/pull", `{"client_id":"c1"}]`},
 			{"trailing comma", "/sync/pull", `{"client_id":"c1"},`},
 			{"two mutations, second bad", "/sync/push", `{"client_id":"c1","mutations":[` + okMut + `,{"mutation_id":"m2","table":"docs","op":"nope","pk":{"id":"d2"}}]}`},
+			{"a mutation_id twice in one batch", "/sync/push", `{"client_id":"c1","mutations":[` + okMut + `,{"mutation_id":"m1","table":"docs","op":"insert","pk":{"id":"d9"},"columns":{"owner_id":"u1"}}]}`},
 		}
 		for _, c := range cases {
 			r := e.post(t, "u1", c.path, c.body)
@@ -295,6 +296,12 @@ func TestSyncEndpointRequestErrors(t *testing.T) {
 				epRequireError(t, name, r, http.StatusBadRequest, "invalid_request")
 			}
 		}
+		// A few bytes such as 1e131071 are 131,072 digits wherever PostgreSQL
+		// renders them: a body's numbers written out may not pass the body limit.
+		r := e.epPostNumbers(t, "u1", "/sync/push", col(`{"meta":[`+strings.Repeat("1e131071,", 40)+`1]}`))
+		epRequireError(t, "numbers of 5 million digits written out", r, http.StatusBadRequest, "invalid_request")
+		requireOK(t, "floats near the double's limit", e.epPostNumbers(t, "u1", "/sync/push",
+			col(`{"meta":[`+strings.Repeat("1.7976931348623157e308,", 1000)+`4.9e-324]}`)))
 		if title := queryText(t, e.d, `SELECT title FROM app.docs WHERE id = 'd1'`); title != "one" && title != "\U0001F600" && title != "😀" {
 			t.Fatalf("title %q", title)
 		}

@@ -46,7 +46,7 @@ func readBody(w http.ResponseWriter, r *http.Request, l Limits, v any) *apiError
 	if !utf8.Valid(body) {
 		return badRequest("request body is not valid UTF-8")
 	}
-	if err := checkJSON(body, l.MaxJSONDepth); err != nil {
+	if err := checkJSON(body, l.MaxJSONDepth, l.MaxBodyBytes); err != nil {
 		return badRequest(err.Error())
 	}
 	if err := json.Unmarshal(body, v); err != nil {
@@ -62,12 +62,16 @@ func readBody(w http.ResponseWriter, r *http.Request, l Limits, v any) *apiError
 // checkJSON verifies that body is exactly one JSON object, no deeper than
 // maxDepth, with no NUL character in any string, and only what PostgreSQL's
 // jsonb can hold (values of pk and columns reach it as sent): no lone UTF-16
-// surrogate escape, no number beyond the range of numeric.
-func checkJSON(body []byte, maxDepth int) error {
+// surrogate escape, no number beyond the range of numeric. Its numbers written
+// out in full (as PostgreSQL renders numeric) must fit in maxDigits: a few
+// bytes such as 1e131071 would otherwise cost the database 131,072 digits
+// wherever the value is rendered as text.
+func checkJSON(body []byte, maxDepth int, maxDigits int64) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	depth := 0
 	first := true
+	var digits int64
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -95,8 +99,12 @@ func checkJSON(body []byte, maxDepth int) error {
 				return errors.New("request body contains a NUL character")
 			}
 		case json.Number:
-			if !numericFits(string(t)) {
+			n, ok := writtenOut(string(t))
+			if !ok {
 				return errors.New("request body has a number out of range")
+			}
+			if digits += n; digits > maxDigits {
+				return fmt.Errorf("request body has numbers of more than %d digits in all when written out without exponents", maxDigits)
 			}
 		}
 		if depth == 0 && dec.More() {
@@ -119,19 +127,24 @@ const (
 	numericMaxFracDigits = 16383
 )
 
-// numericFits reports whether the JSON number n (valid syntax) is within the
-// range of PostgreSQL numeric, counting digits as written (conservative).
-func numericFits(n string) bool {
+// writtenOut returns how many digits the JSON number n (valid syntax) has when
+// written without an exponent, counting digits as written (conservative), and
+// whether that is within the range of PostgreSQL numeric.
+func writtenOut(n string) (int64, bool) {
 	mant, exp := n, int64(0)
 	if i := strings.IndexAny(n, "eE"); i >= 0 {
 		var err error
 		if exp, err = strconv.ParseInt(strings.TrimPrefix(n[i+1:], "+"), 10, 32); err != nil {
-			return false
+			return 0, false
 		}
 		mant = n[:i]
 	}
 	intPart, frac, _ := strings.Cut(strings.TrimPrefix(mant, "-"), ".")
-	return int64(len(intPart))+exp <= numericMaxIntDigits && int64(len(frac))-exp <= numericMaxFracDigits
+	intDigits, fracDigits := int64(len(intPart))+exp, int64(len(frac))-exp
+	if intDigits > numericMaxIntDigits || fracDigits > numericMaxFracDigits {
+		return 0, false
+	}
+	return max(intDigits, 1) + max(fracDigits, 0), true
 }
 
 // loneSurrogate reports whether body (valid JSON) has a \u escape of a UTF-16

@@ -196,10 +196,17 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 	if len(req.Mutations) > s.MaxMutations {
 		return nil, badRequest(fmt.Sprintf("a push carries at most %d mutations", s.MaxMutations))
 	}
+	seen := make(map[string]bool, len(req.Mutations))
 	for i, m := range req.Mutations {
 		if e := s.identifier(fmt.Sprintf("mutations[%d].mutation_id", i), m.MutationID, true); e != nil {
 			return nil, e
 		}
+		// A mutation_id names one mutation: a second one under it would get the
+		// first one's recorded outcome and never be applied.
+		if seen[m.MutationID] {
+			return nil, badRequest(fmt.Sprintf("mutations[%d].mutation_id repeats an earlier mutation of the batch", i))
+		}
+		seen[m.MutationID] = true
 		if e := s.identifier(fmt.Sprintf("mutations[%d].table", i), m.Table, true); e != nil {
 			return nil, e
 		}
