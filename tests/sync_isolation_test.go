@@ -228,6 +228,13 @@ func TestSyncIsolationCursors(t *testing.T) {
 
 	t.Run("crafted cursors", func(t *testing.T) {
 		gen := queryText(t, e.d, `SELECT stream_generation::text FROM synchro.progress`)
+		epoch := queryText(t, e.d, `SELECT scope_epoch ->> 'user:u1' FROM synchro.client WHERE client_id = 'c1'`)
+		bound := `"user:u1","c1","` + epoch + `"`
+		// signed is the token expr computes with g the generation gen, k client c1 and p the progress row.
+		signed := func(gen, expr string) string {
+			return queryText(t, e.d, `SELECT `+expr+` FROM synchro.progress p, synchro.client k, LATERAL (SELECT `+gen+` AS g) x
+				WHERE k.client_id = 'c1'`)
+		}
 		payload, sig, _ := strings.Cut(cur, ".")
 		for name, c := range map[string]any{
 			"null":                          nil,
@@ -245,17 +252,20 @@ func TestSyncIsolationCursors(t *testing.T) {
 			"newline":                       cur + "\n",
 			"cursor of another scope":       tpl,
 			"rebuild session cursor":        session,
-			"another generation":            queryText(t, e.d, `SELECT synchro.scope_cursor(gen_random_uuid(), 'user:u1', '0/0', 0, 0)`),
-			"another generation at hw":      queryText(t, e.d, `SELECT synchro.scope_cursor(gen_random_uuid(), 'user:u1', materialized_commit_lsn, 0, 0) FROM synchro.progress`),
-			"past the high-watermark":       queryText(t, e.d, `SELECT synchro.scope_cursor(stream_generation, 'user:u1', 'FFFFFFFF/FFFFFFFF', 0, 0) FROM synchro.progress`),
-			"signed for another scope":      queryText(t, e.d, `SELECT synchro.scope_cursor(stream_generation, 'user:u2', '0/0', 0, 0) FROM synchro.progress`),
-			"unsigned payload":              isoB64(`["c","`+gen+`","user:u1","0/0","0","0"]`) + "." + sig,
-			"payload of another generation": isoB64(`["c","00000000-0000-0000-0000-000000000000","user:u1","0/0","0","0"]`) + "." + sig,
+			"another generation":            signed(`gen_random_uuid()`, `synchro.scope_cursor(g, k, 'user:u1', '0/0', 0, 0)`),
+			"another generation at hw":      signed(`gen_random_uuid()`, `synchro.scope_cursor(g, k, 'user:u1', p.materialized_commit_lsn, 0, 0)`),
+			"past the high-watermark":       signed(`p.stream_generation`, `synchro.scope_cursor(g, k, 'user:u1', 'FFFFFFFF/FFFFFFFF', 0, 0)`),
+			"signed for another scope":      signed(`p.stream_generation`, `synchro.sign_token('c', ARRAY[g::text, 'user:u2', k.client_id, k.scope_epoch ->> 'user:u1', '0/0', '0', '0'])`),
+			"signed for another client":     signed(`p.stream_generation`, `synchro.sign_token('c', ARRAY[g::text, 'user:u1', 'c2', k.scope_epoch ->> 'user:u1', '0/0', '0', '0'])`),
+			"signed for an earlier epoch":   signed(`p.stream_generation`, `synchro.sign_token('c', ARRAY[g::text, 'user:u1', k.client_id, ((k.scope_epoch ->> 'user:u1')::bigint - 1)::text, '0/0', '0', '0'])`),
+			"signed without the binding":    signed(`p.stream_generation`, `synchro.sign_token('c', ARRAY[g::text, 'user:u1', '0/0', '0', '0'])`),
+			"unsigned payload":              isoB64(`["c","`+gen+`",`+bound+`,"0/0","0","0"]`) + "." + sig,
+			"payload of another generation": isoB64(`["c","00000000-0000-0000-0000-000000000000",`+bound+`,"0/0","0","0"]`) + "." + sig,
 			"payload not JSON":              isoB64(`not json`) + "." + sig,
 			"payload an object":             isoB64(`{"c":1}`) + "." + sig,
 			"payload a scalar":              isoB64(`7`) + "." + sig,
 			"payload invalid UTF-8":         isoB64("\xff\xfe") + "." + sig,
-			"payload with bad lsn":          isoB64(`["c","`+gen+`","user:u1","zz","0","0"]`) + "." + sig,
+			"payload with bad lsn":          isoB64(`["c","`+gen+`",`+bound+`,"zz","0","0"]`) + "." + sig,
 			"non-ASCII":                     "é." + sig,
 			"long":                          strings.Repeat("A", 4000) + "." + sig,
 		} {
@@ -505,7 +515,9 @@ func TestSyncServiceRolePrivileges(t *testing.T) {
 		`DELETE FROM synchro.mutation`,
 		`SELECT synchro.sign_token('c', ARRAY['x'])`,
 		`SELECT synchro.read_token('c', 'x.y')`,
-		`SELECT synchro.scope_cursor(gen_random_uuid(), 'user:u1', '0/0', 0, 0)`,
+		`SELECT synchro.scope_cursor(gen_random_uuid(), NULL::synchro.client, 'user:u1', '0/0', 0, 0)`,
+		`SELECT synchro.scope_token('c', gen_random_uuid(), NULL::synchro.client, 'user:u1', ARRAY['x'])`,
+		`SELECT synchro.read_scope_token('c', 'x.y', gen_random_uuid(), NULL::synchro.client, 'user:u1')`,
 		`SELECT synchro.client_session('u1', '{"client_id":"x"}', true)`,
 		`SELECT synchro.assigned_scopes('u1')`,
 		`SELECT synchro.capture_gate('x')`,

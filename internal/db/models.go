@@ -23,6 +23,7 @@ type SynchroClient struct {
 	ScopeSetVersion int64              `json:"scope_set_version"`
 	ConnectedAt     pgtype.Timestamptz `json:"connected_at"`
 	LastSeenAt      pgtype.Timestamptz `json:"last_seen_at"`
+	ScopeEpoch      []byte             `json:"scope_epoch"`
 }
 
 type SynchroCursorKey struct {

@@ -1,8 +1,13 @@
 -- synchro.client_session: the client of a sync request, bound to user_id, with
 -- its scope set refreshed from the live assignment (scope_set_version moves
--- forward exactly when the set changes). connect = true registers an unknown
--- client for the user; otherwise an unknown client is refused. A client_id bound
--- to another user is refused (409 client_conflict). A schema hash in the request
+-- forward exactly when the set changes). scope_epoch maps every scope of the set
+-- to the epoch at which it was last added (a fresh synchro.scope_epoch_seq value;
+-- a scope kept keeps its epoch, a removed one loses it), which binds the client's
+-- cursors (synchro.read_scope_token): assignment is observed only here, at
+-- requests, so a removal and re-assignment between two requests of the client
+-- is not seen. connect = true registers an unknown client for the user;
+-- otherwise an unknown client is refused. A client_id bound to another user is
+-- refused (409 client_conflict). A schema hash in the request
 -- that is not the current one is refused (422 schema_mismatch) unless connecting.
 CREATE OR REPLACE FUNCTION synchro.client_session(user_id text, request jsonb, connect boolean)
 RETURNS synchro.client
@@ -21,8 +26,10 @@ BEGIN
     END IF;
     SELECT * INTO c FROM synchro.client WHERE client_id = cid;
     IF NOT FOUND AND connect THEN
-        INSERT INTO synchro.client (client_id, user_id, scope_set, scope_set_version)
-        VALUES (cid, user_id, assigned, 1)
+        INSERT INTO synchro.client (client_id, user_id, scope_set, scope_set_version, scope_epoch)
+        VALUES (cid, user_id, assigned, 1,
+                (SELECT coalesce(jsonb_object_agg(s, e.v), '{}')
+                 FROM (SELECT nextval('synchro.scope_epoch_seq') AS v) e, unnest(assigned) s))
         ON CONFLICT (client_id) DO NOTHING
         RETURNING * INTO c;
         IF NOT FOUND THEN -- registered concurrently
@@ -37,7 +44,9 @@ BEGIN
     END IF;
     IF c.scope_set IS DISTINCT FROM assigned THEN
         UPDATE synchro.client k
-        SET scope_set = assigned, scope_set_version = k.scope_set_version + 1
+        SET scope_set = assigned, scope_set_version = k.scope_set_version + 1,
+            scope_epoch = (SELECT coalesce(jsonb_object_agg(s, coalesce(k.scope_epoch -> s, to_jsonb(e.v))), '{}')
+                           FROM (SELECT nextval('synchro.scope_epoch_seq') AS v) e, unnest(assigned) s)
         WHERE k.client_id = cid AND k.scope_set IS DISTINCT FROM assigned;
         SELECT * INTO c FROM synchro.client WHERE client_id = cid;
     END IF;

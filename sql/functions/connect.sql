@@ -4,7 +4,9 @@
 -- returns the schema action (none | replace | rebuild_local) with the manifest
 -- when the client must (re)create its tables, the current scope set and its
 -- version, the scope diff against the client's known scopes, and the known
--- scopes whose cursor cannot be resumed (rebuild). It never returns row data.
+-- scopes whose cursor cannot be resumed by this client (rebuild; the rule of
+-- synchro.read_scope_cursor, against the refreshed scope set). It never returns
+-- row data.
 -- Request shape and types are checked by the HTTP layer.
 CREATE OR REPLACE FUNCTION synchro.connect(user_id text, request jsonb)
 RETURNS jsonb
@@ -69,7 +71,7 @@ BEGIN
                              FROM jsonb_object_keys(known) k
                              WHERE k = ANY (c.scope_set)
                                AND (action = 'rebuild_local' OR p.stream_generation IS NULL
-                                    OR (synchro.read_scope_cursor(known -> k ->> 'cursor', p.stream_generation, k, hw)).lsn IS NULL)), '[]'))
+                                    OR (synchro.read_scope_cursor(known -> k ->> 'cursor', p.stream_generation, c, k, hw)).lsn IS NULL)), '[]'))
         || CASE WHEN action IN ('replace', 'rebuild_local')
                 THEN jsonb_build_object('schema_definition', sch.manifest || jsonb_build_object('version', sch.version, 'hash', sch.hash))
                 ELSE '{}' END;

@@ -9,7 +9,9 @@
 -- carries every served scope's checksum at hw. Requested scopes that are not
 -- assigned are listed in scope_updates.remove and never served; assigned scopes
 -- not requested in scope_updates.add (cursor null); a cursor that cannot be
--- resumed puts its scope in rebuild. The capture gate runs first.
+-- resumed (synchro.read_scope_cursor: also one issued to another client, or
+-- before the scope was last assigned to this one) puts its scope in rebuild.
+-- The capture gate runs first.
 CREATE OR REPLACE FUNCTION synchro.pull(user_id text, request jsonb, page_limit integer)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -34,7 +36,7 @@ BEGIN
     SELECT coalesce(jsonb_agg(jsonb_build_object('scope', k, 'lsn', x.lsn, 'ev', x.event_ordinal, 'eff', x.effect_ordinal)), '[]')
     INTO active
     FROM jsonb_object_keys(requested) k
-    CROSS JOIN LATERAL synchro.read_scope_cursor(requested -> k ->> 'cursor', p.stream_generation, k, hw) x
+    CROSS JOIN LATERAL synchro.read_scope_cursor(requested -> k ->> 'cursor', p.stream_generation, c, k, hw) x
     WHERE k = ANY (c.scope_set) AND x.lsn IS NOT NULL;
 
     SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY e.n), '[]')
@@ -75,8 +77,8 @@ BEGIN
                         SELECT FROM synchro.effect e
                         WHERE e.stream_generation = p.stream_generation AND e.scope = s.scope AND e.commit_lsn <= hw
                           AND (e.commit_lsn, e.event_ordinal, e.effect_ordinal) > (l.lsn, l.ev, l.eff))
-                    THEN synchro.scope_cursor(p.stream_generation, s.scope, l.lsn, l.ev, l.eff)
-                    ELSE synchro.scope_cursor(p.stream_generation, s.scope, hw, 2147483647, 2147483647) END), '{}')
+                    THEN synchro.scope_cursor(p.stream_generation, c, s.scope, l.lsn, l.ev, l.eff)
+                    ELSE synchro.scope_cursor(p.stream_generation, c, s.scope, hw, 2147483647, 2147483647) END), '{}')
     INTO cursors
     FROM jsonb_to_recordset(active) AS s(scope text, lsn pg_lsn, ev integer, eff integer)
     CROSS JOIN LATERAL (SELECT coalesce(d.lsn, s.lsn) AS lsn, coalesce(d.ev, s.ev) AS ev, coalesce(d.eff, s.eff) AS eff

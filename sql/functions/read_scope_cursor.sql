@@ -1,21 +1,23 @@
 -- synchro.read_scope_cursor: the position a scope cursor encodes, or NULL when it
--- cannot be resumed: NULL, malformed, bad signature, another scope, another stream
--- generation, or past the materialized high-watermark hw (a cursor this stream
--- never issued).
-CREATE OR REPLACE FUNCTION synchro.read_scope_cursor(cursor text, gen uuid, scope text, hw pg_lsn,
+-- cannot be resumed by client c (whose scope set is current): NULL, malformed,
+-- bad signature, another scope, another stream generation, another client, a
+-- scope not assigned to c or assigned to it again since the cursor was issued
+-- (synchro.read_scope_token), or past the materialized high-watermark hw (a
+-- cursor this stream never issued).
+DROP FUNCTION IF EXISTS synchro.read_scope_cursor(text, uuid, text, pg_lsn);
+CREATE OR REPLACE FUNCTION synchro.read_scope_cursor(cursor text, gen uuid, c synchro.client, scope text, hw pg_lsn,
                                                     OUT lsn pg_lsn, OUT event_ordinal integer, OUT effect_ordinal integer)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    parts text[] := synchro.read_token('c', cursor);
+    parts text[] := synchro.read_scope_token('c', cursor, gen, c, scope);
 BEGIN
-    IF parts IS NULL OR cardinality(parts) <> 5 OR parts[1] IS DISTINCT FROM gen::text OR parts[2] IS DISTINCT FROM scope
-       OR parts[3]::pg_lsn > hw THEN
+    IF parts IS NULL OR cardinality(parts) <> 3 OR parts[1]::pg_lsn > hw THEN
         RETURN;
     END IF;
-    lsn := parts[3]::pg_lsn;
-    event_ordinal := parts[4]::integer;
-    effect_ordinal := parts[5]::integer;
+    lsn := parts[1]::pg_lsn;
+    event_ordinal := parts[2]::integer;
+    effect_ordinal := parts[3]::integer;
 END
 $$;

@@ -6,9 +6,12 @@
 -- transaction_end(h) and each row's latest version at or before h, so pages stay
 -- consistent while the worker keeps materializing. The final page carries
 -- final_scope_cursor = transaction_end(h) and the scope checksum at h, so
--- incremental pull continues with no gap and no overlap. A session cursor that
--- does not verify (edited, another scope, another stream generation) is refused;
--- the client restarts with cursor null. The capture gate runs first.
+-- incremental pull continues with no gap and no overlap. Session and final
+-- cursors are bound to the client and to the scope's assignment epoch
+-- (synchro.scope_token): a session cursor that does not verify (edited, another
+-- scope, another stream generation, another client, the scope assigned again
+-- since the session started) is refused; the client restarts with cursor null.
+-- The capture gate runs first.
 CREATE OR REPLACE FUNCTION synchro.rebuild(user_id text, request jsonb, page_limit integer)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -36,14 +39,13 @@ BEGIN
     IF request ->> 'cursor' IS NULL THEN
         h := coalesce(p.materialized_commit_lsn, '0/0');
     ELSE
-        session := synchro.read_token('r', request ->> 'cursor');
-        IF session IS NULL OR cardinality(session) <> 5 OR session[1] IS DISTINCT FROM p.stream_generation::text
-           OR session[2] IS DISTINCT FROM target THEN
+        session := synchro.read_scope_token('r', request ->> 'cursor', p.stream_generation, c, target);
+        IF session IS NULL OR cardinality(session) <> 3 THEN
             PERFORM synchro.refuse(400, 'invalid_request', 'the rebuild cursor is not valid for this scope; restart the rebuild with cursor null');
         END IF;
-        h := session[3]::pg_lsn;
-        after_table := session[4]::integer;
-        after_key := session[5];
+        h := session[1]::pg_lsn;
+        after_table := session[2]::integer;
+        after_key := session[3];
     END IF;
 
     WITH page AS (
@@ -70,10 +72,10 @@ BEGIN
 
     IF fetched > page_limit THEN
         RETURN jsonb_build_object('scope', target, 'records', records, 'has_more', true,
-            'cursor', synchro.sign_token('r', ARRAY[p.stream_generation::text, target, h::text, last_table::text, last_key]));
+            'cursor', synchro.scope_token('r', p.stream_generation, c, target, ARRAY[h::text, last_table::text, last_key]));
     END IF;
     RETURN jsonb_build_object('scope', target, 'records', records, 'has_more', false, 'cursor', NULL,
-        'final_scope_cursor', synchro.scope_cursor(p.stream_generation, target, h, 2147483647, 2147483647),
+        'final_scope_cursor', synchro.scope_cursor(p.stream_generation, c, target, h, 2147483647, 2147483647),
         'checksum', synchro.scope_checksum(p.stream_generation, target, h));
 END
 $$;
