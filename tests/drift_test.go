@@ -400,9 +400,9 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 	)
 	imageT := [3]string{"app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`}
 	for _, tc := range []struct {
-		name, ddl, write, reason, repair string
-		image                            [3]string // relation, key and image of write after the repair
-		triggers                         bool      // the triggers check fails too
+		name, ddl, then, write, reason, repair string
+		image                                  [3]string // relation, key and image of write after the repair
+		triggers                               bool      // the triggers check fails too
 	}{
 		{name: "column_dropped_and_added_again",
 			ddl:    `ALTER TABLE app.t DROP COLUMN v; ALTER TABLE app.t ADD COLUMN v text`,
@@ -443,6 +443,34 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			write: writeT, reason: "app.parts had registered column v rewritten in place in app.parts_1",
 			repair: `UPDATE app.parts SET id = id WHERE id = 1; SELECT synchro.accept_rewrite('app.parts')`,
 			image:  [3]string{"app.parts", "1", `{"id": 1, "v": "PLAIN"}`}},
+		// The rewrite stays drift whatever DDL writes the table's or the
+		// column's catalog row again, in the same transaction or later, until
+		// accepted.
+		{name: "column_rewritten_then_column_added",
+			ddl: `ALTER TABLE app.t ALTER COLUMN v TYPE text USING upper(v)`, then: `ALTER TABLE app.t ADD COLUMN extra int`,
+			write: writeT, reason: "app.t had registered column v rewritten in place in app.t",
+			repair: `UPDATE app.t SET id = id WHERE id = 'base'; SELECT synchro.accept_rewrite('app.t')`,
+			image:  [3]string{"app.t", "base", `{"id": "base", "v": "PLAIN", "n": "5", "alt": "a0"}`}},
+		{name: "column_rewritten_then_statistics_in_savepoint",
+			ddl: `BEGIN; ALTER TABLE app.t ALTER COLUMN v TYPE text USING upper(v);
+				SAVEPOINT s; ALTER TABLE app.t ALTER COLUMN v SET STATISTICS 100; RELEASE s; COMMIT`,
+			write: writeT, reason: "app.t had registered column v rewritten in place in app.t",
+			repair: `UPDATE app.t SET id = id WHERE id = 'base'; SELECT synchro.accept_rewrite('app.t')`,
+			image:  [3]string{"app.t", "base", `{"id": "base", "v": "PLAIN", "n": "5", "alt": "a0"}`}},
+		{name: "key_rewritten_then_clustered",
+			ddl: `ALTER TABLE app.k ALTER COLUMN id TYPE int USING id + 1000`, then: `CLUSTER app.k USING k_pkey`,
+			write: writeT, reason: "app.k had registered column id rewritten in place in app.k",
+			repair: `SELECT synchro.accept_rewrite('app.k')`, image: imageT},
+		{name: "column_rewritten_then_vacuum_full",
+			ddl: `ALTER TABLE app.t ALTER COLUMN v TYPE text USING upper(v)`, then: `VACUUM FULL app.t`,
+			write: writeT, reason: "app.t had registered column v rewritten in place in app.t",
+			repair: `UPDATE app.t SET id = id WHERE id = 'base'; SELECT synchro.accept_rewrite('app.t')`,
+			image:  [3]string{"app.t", "base", `{"id": "base", "v": "PLAIN", "n": "5", "alt": "a0"}`}},
+		{name: "partition_column_rewritten_then_column_added",
+			ddl: `ALTER TABLE app.parts ALTER COLUMN v TYPE text USING upper(v)`, then: `ALTER TABLE app.parts ADD COLUMN extra int`,
+			write: writeT, reason: "app.parts had registered column v rewritten in place in app.parts_1",
+			repair: `UPDATE app.parts SET id = id WHERE id = 1; SELECT synchro.accept_rewrite('app.parts')`,
+			image:  [3]string{"app.parts", "1", `{"id": 1, "v": "PLAIN"}`}},
 		{name: "partition_truncate_guard_disabled", ddl: `ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_truncate_guard`,
 			write: writeT, reason: unguarded, repair: guardRepair, image: imageT, triggers: true},
 		{name: "partition_truncate_guard_dropped", ddl: `DROP TRIGGER synchro_truncate_guard ON app.parts_1`,
@@ -472,6 +500,9 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			e := newDriftEnv(t)
 			d := e.d
 			d.Exec(t, tc.ddl)
+			if tc.then != "" {
+				d.Exec(t, tc.then) // a statement of its own, right after
+			}
 			held := commitTxn(t, d, tc.write)
 			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
 			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
@@ -579,6 +610,20 @@ func requireRecorded(t *testing.T, d *testdb.DB, want ...string) {
 	}
 }
 
+// waitStorageRecorded waits until the worker recorded the storage and the
+// registered columns of every registered table and recorded partition as they
+// are (synchro.record_storage at its catalog checks).
+func waitStorageRecorded(t *testing.T, d *testdb.DB) {
+	t.Helper()
+	waitFor(t, "the worker recording storage", 30*time.Second, func() (bool, error) {
+		return queryBool(t, d, `SELECT NOT EXISTS (SELECT FROM synchro.relation r JOIN pg_class c ON c.oid = r.relation_oid
+				WHERE (r.relfilenode, r.column_xmins) IS DISTINCT FROM (c.relfilenode, synchro.column_xmins(c.oid, r.columns)))
+			AND NOT EXISTS (SELECT FROM synchro.relation_partition rp JOIN synchro.relation r USING (relation_id)
+				JOIN pg_class c ON c.oid = rp.partition_oid
+				WHERE (rp.relfilenode, rp.column_xmins) IS DISTINCT FROM (c.relfilenode, synchro.column_xmins(c.oid, r.columns)))`), nil
+	})
+}
+
 // TestAddedUnsyncedColumnKeepsCapturing: a column added after registration is
 // not synced: with a constant or a volatile default (a table rewrite), later
 // inserts and updates, also updates of the new column alone, materialize
@@ -660,7 +705,9 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 			write:  `INSERT INTO app.parts_3 VALUES (2500, 'direct')`,
 			images: [][3]string{{"app.parts", "2500", `{"id": 2500, "v": "direct"}`}}},
 		// New storage without a registered value rewritten, and a registered
-		// column's definition changed without new storage: not a rewrite in place.
+		// column's definition changed without new storage: not a rewrite in
+		// place. The worker records each (the statements wait for it): both
+		// kinds between two of its checks read as a rewrite.
 		{name: "table_rewritten_without_registered_values",
 			each: []string{`VACUUM FULL app.t`, `CLUSTER app.t USING t_pkey`, `VACUUM FULL app.parts_1`,
 				`ALTER TABLE app.t ADD COLUMN extra int`, `ALTER TABLE app.t ALTER COLUMN extra TYPE bigint`,
@@ -689,6 +736,7 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 			hash := schemaHash(t, d)
 			for _, stmt := range tc.each {
 				d.Exec(t, stmt)
+				waitStorageRecorded(t, d)
 			}
 			if tc.prepare != "" {
 				d.Exec(t, tc.prepare)

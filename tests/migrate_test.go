@@ -627,3 +627,38 @@ func TestMigrationLeavesEnumLabelsToTheWorker(t *testing.T) {
 		t.Fatalf("catalog drift: %v, want the renamed value of app.mood", got)
 	}
 }
+
+// TestMigrationRecordsRegisteredColumnXmins: migration 00016 records the
+// registered columns of every registered table and recorded partition as they
+// are, so that storage changed before it (a VACUUM FULL) is no drift and the
+// worker's first check records it; a rewrite in place afterwards is drift even
+// once later DDL wrote the table's catalog row again.
+func TestMigrationRecordsRegisteredColumnXmins(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, partitionedAndPlain)
+	d.Exec(t, `VACUUM FULL app.t`)
+	d.Exec(t, `VACUUM FULL app.p1`)
+	later := migrateDownTo(t, d, 15)
+	migrateUpAgain(t, d, later)
+	if n := queryInt(t, d, `SELECT (SELECT count(*) FROM synchro.relation r WHERE r.column_xmins = synchro.column_xmins(r.relation_oid, r.columns))
+		+ (SELECT count(*) FROM synchro.relation_partition rp JOIN synchro.relation r USING (relation_id)
+			WHERE rp.column_xmins = synchro.column_xmins(rp.partition_oid, r.columns))`); n != 3 {
+		t.Fatalf("%d tables with their registered columns recorded as they are, want 3", n)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
+		t.Fatalf("%d relations drifted after the migration", n)
+	}
+	if n := queryInt(t, d, `SELECT synchro.record_storage()`); n != 2 {
+		t.Fatalf("record_storage recorded %d tables, want the 2 with new storage", n)
+	}
+	d.Exec(t, `ALTER TABLE app.t ALTER COLUMN v TYPE text USING upper(v)`)
+	d.Exec(t, `ALTER TABLE app.t ADD COLUMN extra int`)
+	if n := queryInt(t, d, `SELECT synchro.record_storage()`); n != 0 {
+		t.Fatalf("record_storage recorded %d tables after a rewrite, want none", n)
+	}
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "app.t had registered column v rewritten in place in app.t") {
+		t.Fatalf("catalog drift: %v, want the rewrite of app.t", got)
+	}
+}

@@ -301,8 +301,9 @@ func isoWithoutTime(t *testing.T, raw []byte) string {
 
 // TestSyncIdempotency: a push sent again returns the recorded outcomes, equal
 // to the first answer, and applies nothing again (one fence per applied
-// mutation); a replay with other contents is still the recorded outcome; the
-// same push sent concurrently by 8 requests applies once and every answer
+// mutation); a replay with other contents is still the recorded outcome; a
+// mutation id twice in one push is a 400 that writes nothing; the same push
+// sent concurrently by 8 requests applies once and every answer
 // agrees, also when the requests carry the mutations in different orders.
 func TestSyncIdempotency(t *testing.T) {
 	t.Parallel()
@@ -366,14 +367,17 @@ func TestSyncIdempotency(t *testing.T) {
 		if fences("c2", "m2") != 1 {
 			t.Fatal("c2's m2 has no fence")
 		}
-		// The same mutation twice in one push: applied once, answered twice alike.
-		twice := requireOK(t, "twice", e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c1", "mutations": []any{
+		// A mutation id twice in one push is a malformed request: the second
+		// mutation would only replay the first one's outcome, never be applied.
+		r := e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c1", "mutations": []any{
 			mut("m7", "docs", "update", map[string]any{"id": "d1"}, map[string]any{"title": "seven"}),
-			mut("m7", "docs", "update", map[string]any{"id": "d1"}, map[string]any{"title": "seven again"})}}))
-		acc := twice["accepted"].([]any)
-		if len(acc) != 2 || mustMarshal(t, acc[0]) != mustMarshal(t, acc[1]) || fences("c1", "m7") != 1 {
-			t.Fatalf("the same mutation twice in one push: %v, %d fences", twice, fences("c1", "m7"))
+			mut("m7", "docs", "insert", map[string]any{"id": "n7"}, map[string]any{"owner_id": "u1", "title": "seven again"})}})
+		requireError(t, "the same mutation id twice in one push", r, 400, "invalid_request")
+		if fences("c1", "m7") != 0 {
+			t.Fatal("the refused push wrote")
 		}
+		requireOK(t, "m7 alone", e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c1", "mutations": []any{
+			mut("m7", "docs", "update", map[string]any{"id": "d1"}, map[string]any{"title": "seven"})}}))
 		if got := queryText(t, e.d, `SELECT title FROM app.docs WHERE id = 'd1'`); got != "seven" {
 			t.Fatalf("title %q", got)
 		}

@@ -171,6 +171,7 @@ type SynchroRelation struct {
 	ColumnTypes      []pgtype.Uint32    `json:"column_types"`
 	ColumnAttnums    []int16            `json:"column_attnums"`
 	Relfilenode      pgtype.Uint32      `json:"relfilenode"`
+	ColumnXmins      []string           `json:"column_xmins"`
 }
 
 type SynchroRelationEnumLabel struct {
@@ -186,6 +187,7 @@ type SynchroRelationPartition struct {
 	PartitionName string        `json:"partition_name"`
 	Guards        pgtype.Text   `json:"guards"`
 	Relfilenode   pgtype.Uint32 `json:"relfilenode"`
+	ColumnXmins   []string      `json:"column_xmins"`
 }
 
 type SynchroRowHead struct {

@@ -413,14 +413,17 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 // detached or dropped, or a partition's replica identity changed (ADR 001,
 // "Registry activation and relation drift"). Drift
 // that decoded row events show blocks the stream at the first of them. A check
-// that finds none records the labels of enum values added since the last one
-// (synchro.record_enum_labels), so that renaming one later is drift too.
+// that finds none records the harmless catalog changes since the last one: new
+// storage alone, a registered column's definition alone
+// (synchro.record_storage; both together are drift), and the labels of enum
+// values added (synchro.record_enum_labels, so that renaming one later is
+// drift too).
 func (w *Worker) catalogDrift(ctx context.Context) error {
 	var id int64
 	var name, problem string
 	err := w.pool.QueryRow(ctx, `SELECT relation_id, relation, problem FROM synchro.catalog_drift() LIMIT 1`).Scan(&id, &name, &problem)
 	if errors.Is(err, pgx.ErrNoRows) {
-		_, err = w.pool.Exec(ctx, `SELECT synchro.record_enum_labels()`)
+		_, err = w.pool.Exec(ctx, `SELECT synchro.record_storage(), synchro.record_enum_labels()`)
 		return err
 	}
 	if err != nil {

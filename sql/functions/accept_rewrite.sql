@@ -6,9 +6,10 @@
 -- events, so the projections and clients may hold the old ones. Write every
 -- changed row again first (UPDATE ... SET id = id captures it whole), or accept
 -- stale values until the rows are next written; then this records the storage
--- of rel and its recorded partitions, and the labels of its enum values, as
--- they are now, so that the catalog check stops blocking capture, and returns
--- how many tables it recorded. Synchro cannot verify the attestation. It
+-- and registered columns (synchro.record_storage) of rel and its recorded
+-- partitions, and the labels of its enum values, as they are now, so that the
+-- catalog check stops blocking capture, and returns how many tables' records
+-- it changed. Synchro cannot verify the attestation. It
 -- refuses (42704) a relation that is not registered.
 CREATE OR REPLACE FUNCTION synchro.accept_rewrite(rel regclass)
 RETURNS integer
@@ -18,23 +19,15 @@ AS $$
 DECLARE
     rid bigint;
     tables integer;
-    parts integer;
 BEGIN
-    UPDATE synchro.relation r SET relfilenode = c.relfilenode
-    FROM pg_class c
-    WHERE r.relation_oid = rel AND c.oid = r.relation_oid
-    RETURNING r.relation_id INTO rid;
+    SELECT r.relation_id INTO rid FROM synchro.relation r WHERE r.relation_oid = rel;
     IF rid IS NULL THEN
         RAISE EXCEPTION 'synchro: % is not a registered relation', rel
             USING ERRCODE = 'undefined_object';
     END IF;
-    UPDATE synchro.relation_partition rp SET relfilenode = c.relfilenode
-    FROM pg_class c
-    WHERE rp.relation_id = rid AND c.oid = rp.partition_oid;
-    GET DIAGNOSTICS parts = ROW_COUNT;
-    tables := 1 + parts;
+    tables := synchro.record_storage(rid, true);
     PERFORM synchro.record_enum_labels(rid, true);
-    RAISE WARNING 'synchro: recorded the storage and enum labels of % (% tables): rows a rewrite or a renamed enum value changed keep their old values with clients until they are written again', rel, tables;
+    RAISE WARNING 'synchro: recorded the storage and enum labels of % (% tables changed): rows a rewrite or a renamed enum value changed keep their old values with clients until they are written again', rel, tables;
     RETURN tables;
 END
 $$;

@@ -1,8 +1,8 @@
 -- synchro.capture_relation: records a validated relation in the registry under
 -- generation g, with the type and attribute number of each registered column
--- (the worker and readiness treat a change of either as relation drift) and
--- its storage (synchro.catalog_drift: a rewrite of a registered column) and
--- the labels of its columns' enum types (synchro.record_enum_labels), and
+-- (the worker and readiness treat a change of either as relation drift), its
+-- storage and registered columns (synchro.record_storage: a rewrite of a
+-- registered column is catalog drift) and the labels of its columns' enum types (synchro.record_enum_labels), and
 -- returns its immutable relation_id. The relation must not be registered yet.
 -- synchro.install_capture then installs its triggers (after a synced table's
 -- synced_table row exists, whose table_id the fence carries).
@@ -23,17 +23,18 @@ BEGIN
             USING ERRCODE = 'object_in_use';
     END IF;
     INSERT INTO synchro.relation (registration_kind, schema_name, relation_name, relation_oid,
-                                  key_column, key_type, columns, column_types, column_attnums, generation, relfilenode)
+                                  key_column, key_type, columns, column_types, column_attnums, generation)
     SELECT kind, n.nspname, c.relname, c.oid, ident.key_column, ident.key_type,
            array_agg(a.attname ORDER BY a.attname), array_agg(a.atttypid ORDER BY a.attname),
-           array_agg(a.attnum ORDER BY a.attname), g, c.relfilenode
+           array_agg(a.attnum ORDER BY a.attname), g
     FROM pg_class c
     JOIN pg_namespace n ON n.oid = c.relnamespace
     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
                        AND a.attname IN (SELECT unnest(cols || ident.key_column))
     WHERE c.oid = rel
-    GROUP BY n.nspname, c.relname, c.oid, c.relfilenode
+    GROUP BY n.nspname, c.relname, c.oid
     RETURNING relation_id INTO rid;
+    PERFORM synchro.record_storage(rid);
     PERFORM synchro.record_enum_labels(rid);
 
     RETURN rid;

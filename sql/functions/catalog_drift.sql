@@ -12,8 +12,10 @@
 -- guards changed since synchro.guard_partitions recorded them (disabled and
 -- enabled again, dropped and created again: a TRUNCATE, or a write while the
 -- partition was detached, may have gone through in between; the same call
--- attests that none did), a registered column rewritten in place by ALTER
--- COLUMN ... TYPE ... USING that kept its type (its values changed without
+-- attests that none did), a registered column that may have been rewritten in
+-- place by ALTER COLUMN ... TYPE ... USING that kept its type (its
+-- pg_attribute row and its table's storage both changed since
+-- synchro.record_storage recorded them: its values may have changed without
 -- row events; synchro.accept_rewrite attests that every changed row was
 -- written again, or that clients may keep stale values), a recorded value of a
 -- registered column's enum type renamed (ALTER TYPE ... RENAME VALUE changed
@@ -63,23 +65,26 @@ BEGIN
           FROM synchro.relation r
           LEFT JOIN pg_class c ON c.oid = r.relation_oid
           -- A registered column of the table, or of a recorded partition, that
-          -- kept its type while the transaction that last wrote its pg_attribute
-          -- row also gave the table new storage: ALTER COLUMN ... TYPE ...
-          -- USING rewrote it. (VACUUM FULL and CLUSTER give new storage only;
-          -- SET DEFAULT and the like write the column's row only.)
+          -- kept its type while its pg_attribute row and the table's storage
+          -- both changed since synchro.record_storage recorded them: ALTER
+          -- COLUMN ... TYPE ... USING may have rewritten it. (VACUUM FULL and
+          -- CLUSTER give new storage only, SET DEFAULT and the like write the
+          -- column's row only, and the worker records either alone.)
           LEFT JOIN LATERAL (SELECT s.name, a.attname AS col
-                             FROM (SELECT c.oid, c.xmin, format('%I.%I', r.schema_name, r.relation_name) AS name
-                                   WHERE c.relkind = 'r' AND c.relfilenode IS DISTINCT FROM r.relfilenode
+                             FROM (SELECT c.oid, c.relfilenode, r.relfilenode AS recorded, r.column_xmins AS xmins,
+                                          format('%I.%I', r.schema_name, r.relation_name) AS name
+                                   WHERE c.relkind = 'r'
                                    UNION ALL
-                                   SELECT pc.oid, pc.xmin, rp.partition_name
+                                   SELECT pc.oid, pc.relfilenode, rp.relfilenode, rp.column_xmins, rp.partition_name
                                    FROM synchro.relation_partition rp
                                    -- a lookup per recorded partition, never a scan of pg_class
-                                   CROSS JOIN LATERAL (SELECT pc.oid, pc.xmin, pc.relkind, pc.relfilenode FROM pg_class pc
+                                   CROSS JOIN LATERAL (SELECT pc.oid, pc.relkind, pc.relfilenode FROM pg_class pc
                                                        WHERE pc.oid = rp.partition_oid OFFSET 0) pc
-                                   WHERE rp.relation_id = r.relation_id AND pc.relkind = 'r'
-                                     AND pc.relfilenode IS DISTINCT FROM rp.relfilenode) s
-                             JOIN pg_attribute a ON a.attrelid = s.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.xmin = s.xmin
-                             JOIN unnest(r.columns, r.column_types) u(col, typ) ON u.col = a.attname AND u.typ = a.atttypid
+                                   WHERE rp.relation_id = r.relation_id AND pc.relkind = 'r') s
+                             CROSS JOIN LATERAL unnest(r.columns, r.column_types, s.xmins) u(col, typ, xmin)
+                             JOIN pg_attribute a ON a.attrelid = s.oid AND a.attname = u.col AND a.attnum > 0
+                                                AND NOT a.attisdropped AND a.atttypid = u.typ
+                             WHERE s.relfilenode <> s.recorded AND a.xmin::text IS DISTINCT FROM u.xmin
                              ORDER BY s.name, a.attname LIMIT 1) rewritten ON true
           -- The first recorded enum value whose label changed (or that is gone).
           LEFT JOIN LATERAL (SELECT el.enum_type AS typ FROM synchro.relation_enum_label el

@@ -57,15 +57,17 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', synchro.qualified_name(part), guard);
         changed := changed + 1;
     END LOOP;
-    INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name, relfilenode)
-    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid), pc.relfilenode
+    INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name)
+    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid)
     FROM synchro.relation r
     JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
     CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
-    JOIN pg_class pc ON pc.oid = t.relid
     WHERE (rid IS NULL OR r.relation_id = rid)
       AND t.relid::oid <> r.relation_oid
     ON CONFLICT DO NOTHING;
+    -- The storage of the partitions recorded now (and harmless changes of
+    -- others); it attests no rewrite.
+    PERFORM synchro.record_storage(rid);
     -- The guards of every recorded partition in its relation's tree, as they
     -- are now (one that left the tree is not attested here).
     UPDATE synchro.relation_partition rp SET guards = g.guards
