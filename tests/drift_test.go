@@ -471,6 +471,16 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			write: writeT, reason: "app.parts had registered column v rewritten in place in app.parts_1",
 			repair: `UPDATE app.parts SET id = id WHERE id = 1; SELECT synchro.accept_rewrite('app.parts')`,
 			image:  [3]string{"app.parts", "1", `{"id": 1, "v": "PLAIN"}`}},
+		// An inheritance child's rows are read through the table, but no fence
+		// fires for them and the publication does not carry them.
+		{name: "child_table_inherits",
+			ddl:   `CREATE TABLE app.t_child () INHERITS (app.t); INSERT INTO app.t_child VALUES ('SECRET-c', 'SECRET-123', '1', 'SECRET-a')`,
+			write: writeT, reason: "app.t has child table app.t_child (INHERITS)",
+			repair: `ALTER TABLE app.t_child NO INHERIT app.t`, image: imageT},
+		{name: "table_made_to_inherit",
+			ddl:   `CREATE TABLE app.loose (id text NOT NULL, v text, n text, alt text NOT NULL); ALTER TABLE app.loose INHERIT app.t`,
+			write: writeT, reason: "app.t has child table app.loose (INHERITS)",
+			repair: `DROP TABLE app.loose`, image: imageT},
 		{name: "partition_truncate_guard_disabled", ddl: `ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_truncate_guard`,
 			write: writeT, reason: unguarded, repair: guardRepair, image: imageT, triggers: true},
 		{name: "partition_truncate_guard_dropped", ddl: `DROP TRIGGER synchro_truncate_guard ON app.parts_1`,

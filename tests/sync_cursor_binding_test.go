@@ -211,6 +211,8 @@ func TestSyncCursorBindingMigration(t *testing.T) {
 	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d1', 'u1', 'one')`)
 	e.connect(t, "u1", "c1")
 	migrateUpAgain(t, e.d, migrateDownTo(t, e.d, 14))
+	// The worker's session fails while later migrations' columns are gone.
+	waitReadiness(t, e.d)
 	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.client
 		WHERE client_id = 'c1' AND ARRAY(SELECT jsonb_object_keys(scope_epoch) ORDER BY 1) = scope_set
 		  AND (SELECT count(DISTINCT v) FROM jsonb_each_text(scope_epoch) x(k, v) WHERE v::bigint > 0) = 1`); n != 1 {

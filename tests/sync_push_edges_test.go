@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,5 +250,35 @@ func TestSyncPushServerRowEqualsPull(t *testing.T) {
 	}
 	if _, o := outcome(t, resp, "k2"); mustMarshal(t, o["server_row"].(map[string]any)["code"]) != `"ab  "` {
 		t.Fatalf("k2: code %v, want its padding", o["server_row"])
+	}
+}
+
+// TestSyncPushLeavesInheritedChildRowsAlone: rows of an inheritance child are
+// read through its parent but are not the synced table's (never captured;
+// readiness reports the child). Push neither updates nor deletes them: for the
+// synced table the row does not exist.
+func TestSyncPushLeavesInheritedChildRowsAlone(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, "")
+	e.connect(t, "u1", "c1")
+	e.d.Exec(t, `CREATE TABLE app.docs_child () INHERITS (app.docs);
+		INSERT INTO app.docs_child (id, owner_id, title) VALUES ('c1', 'u1', 'child')`)
+	resp := e.push(t, "u1", "c1",
+		mut("m1", "docs", "update", map[string]any{"id": "c1"}, map[string]any{"title": "changed"}),
+		mut("m2", "docs", "delete", map[string]any{"id": "c1"}, nil),
+		mut("m3", "docs", "upsert", map[string]any{"id": "c1"}, map[string]any{"owner_id": "u1", "title": "parent"}))
+	for _, id := range []string{"m1", "m2"} {
+		if list, o := outcome(t, resp, id); list != "rejected" || o["code"] != "version_conflict" || o["message"] != "the row does not exist" {
+			t.Fatalf("%s on a child's row: %s %v, want version_conflict: the row does not exist", id, list, o)
+		}
+	}
+	if list, o := outcome(t, resp, "m3"); list != "accepted" || o["server_row"].(map[string]any)["title"] != "parent" {
+		t.Fatalf("m3 (an upsert of the key): %s %v, want the parent's new row", list, o)
+	}
+	if got := rowsOf(t, e.d, `SELECT tableoid::regclass::text || ' ' || title FROM app.docs WHERE id = 'c1' ORDER BY 1`); !slices.Equal(got, []string{"app.docs parent", "app.docs_child child"}) {
+		t.Fatalf("rows with key c1: %v", got)
+	}
+	if !queryBool(t, e.d, `SELECT NOT ok FROM synchro.readiness WHERE "check" = 'registry'`) {
+		t.Fatalf("readiness does not report the child table")
 	}
 }

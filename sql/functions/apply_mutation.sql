@@ -35,6 +35,7 @@ DECLARE
     base text := m ->> 'base_version';
     detail text;
     visible boolean;
+    only_kw text;
 BEGIN
     SELECT * INTO t FROM synchro.synced_table WHERE name = m ->> 'table';
     IF NOT FOUND THEN
@@ -92,7 +93,10 @@ BEGIN
         IF key_type IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'undefined_column';
         END IF;
-        EXECUTE format('SELECT to_jsonb(x) FROM %I.%I x WHERE x.%I = $1::%s FOR UPDATE', r.schema_name, r.relation_name, r.key_column, key_type)
+        -- Rows of a table's inheritance children are not the synced table's
+        -- (never captured; synchro.catalog_drift reports such a child): ONLY.
+        SELECT CASE WHEN pc.relkind = 'r' THEN 'ONLY ' ELSE '' END INTO only_kw FROM pg_class pc WHERE pc.oid = r.relation_oid;
+        EXECUTE format('SELECT to_jsonb(x) FROM %s%I.%I x WHERE x.%I = $1::%s FOR UPDATE', only_kw, r.schema_name, r.relation_name, r.key_column, key_type)
             INTO before USING key_text;
         IF before IS NOT NULL THEN
             -- The key as the fence renders it (row_head's key): a uuid in lower
@@ -131,14 +135,14 @@ BEGIN
             SELECT string_agg(format('%I', k), ', ') INTO collist FROM jsonb_object_keys(cols - r.key_column::text) k;
             -- (An upsert of an existing row that names its key only changes nothing.)
             IF collist IS NOT NULL THEN
-                EXECUTE format('UPDATE %1$I.%2$I x SET (%3$s) = (SELECT %3$s FROM jsonb_populate_record(NULL::%1$I.%2$I, $1)) WHERE x.%4$I = $2::%5$s',
-                               r.schema_name, r.relation_name, collist, r.key_column, key_type) USING cols, key_text;
+                EXECUTE format('UPDATE %6$s%1$I.%2$I x SET (%3$s) = (SELECT %3$s FROM jsonb_populate_record(NULL::%1$I.%2$I, $1)) WHERE x.%4$I = $2::%5$s',
+                               r.schema_name, r.relation_name, collist, r.key_column, key_type, only_kw) USING cols, key_text;
             END IF;
         ELSE
-            EXECUTE format('DELETE FROM %I.%I x WHERE x.%I = $1::%s', r.schema_name, r.relation_name, r.key_column, key_type) USING key_text;
+            EXECUTE format('DELETE FROM %s%I.%I x WHERE x.%I = $1::%s', only_kw, r.schema_name, r.relation_name, r.key_column, key_type) USING key_text;
         END IF;
         IF op <> 'delete' THEN
-            EXECUTE format('SELECT to_jsonb(x) FROM %I.%I x WHERE x.%I = $1::%s', r.schema_name, r.relation_name, r.key_column, key_type)
+            EXECUTE format('SELECT to_jsonb(x) FROM %s%I.%I x WHERE x.%I = $1::%s', only_kw, r.schema_name, r.relation_name, r.key_column, key_type)
                 INTO after USING key_text;
             key_text := coalesce(after ->> r.key_column, key_text);
         END IF;
@@ -179,7 +183,15 @@ BEGIN
             -- The table no longer matches its registration (it, its key or a
             -- synced column renamed or dropped): relation drift, which
             -- readiness reports and which blocks capture until repaired. The
-            -- whole push is refused, as while capture is not ready.
+            -- whole push is refused, as while capture is not ready. Where the
+            -- table does match, the error is not drift: raised as it is.
+            IF EXISTS (SELECT FROM pg_class pc JOIN pg_namespace n ON n.oid = pc.relnamespace
+                       WHERE pc.oid = r.relation_oid AND n.nspname = r.schema_name AND pc.relname = r.relation_name)
+               AND NOT EXISTS (SELECT FROM unnest(r.columns) u(col)
+                               WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = r.relation_oid
+                                                 AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped)) THEN
+                RAISE;
+            END IF;
             PERFORM synchro.refuse(503, 'not_ready', 'a synced table no longer matches its registration; retry later');
         WHEN lock_not_available OR deadlock_detected OR serialization_failure THEN
             RETURN head || jsonb_build_object('status', 'retry', 'code', 'server_retryable',

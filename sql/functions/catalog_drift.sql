@@ -20,7 +20,10 @@
 -- written again, or that clients may keep stale values), a recorded value of a
 -- registered column's enum type renamed (ALTER TYPE ... RENAME VALUE changed
 -- the rows holding it without row events; the same call records the labels
--- again), or a partition's replica identity is not DEFAULT (pgoutput
+-- again), an inheritance child of a registered plain table (CREATE TABLE ...
+-- INHERITS, ALTER TABLE ... INHERIT: its rows are read through the table but
+-- no fence fires for them and nothing publishes them; NO INHERIT or dropping
+-- the child repairs it), or a partition's replica identity is not DEFAULT (pgoutput
 -- describes a partition's rows by the partitioned root). The worker blocks capture while
 -- any exists; readiness reports them as registry drift (ADR 001, "Registry
 -- activation and relation drift"). Drift that decoded transactions show (a
@@ -48,6 +51,8 @@ BEGIN
                      WHEN rewritten.name IS NOT NULL
                          THEN format('had registered column %I rewritten in place in %s (ALTER COLUMN ... TYPE ... USING): its values may have changed without row events',
                                      rewritten.col, rewritten.name)
+                     WHEN child.name IS NOT NULL
+                         THEN format('has child table %s (INHERITS): its rows are read through the table but never captured', child.name)
                      WHEN renamed.typ IS NOT NULL
                          THEN format('has a recorded value of enum type %s renamed (ALTER TYPE ... RENAME VALUE): registered values may have changed without row events',
                                      renamed.typ::regtype)
@@ -86,6 +91,11 @@ BEGIN
                                                 AND NOT a.attisdropped AND a.atttypid = u.typ
                              WHERE s.relfilenode <> s.recorded AND a.xmin::text IS DISTINCT FROM u.xmin
                              ORDER BY s.name, a.attname LIMIT 1) rewritten ON true
+          -- The first inheritance child of a registered plain table: no fence
+          -- fires for its rows and the publication does not carry them.
+          LEFT JOIN LATERAL (SELECT synchro.qualified_name(i.inhrelid) AS name FROM pg_inherits i
+                             WHERE i.inhparent = c.oid AND c.relkind = 'r'
+                             ORDER BY 1 LIMIT 1) child ON true
           -- The first recorded enum value whose label changed (or that is gone).
           LEFT JOIN LATERAL (SELECT el.enum_type AS typ FROM synchro.relation_enum_label el
                              LEFT JOIN pg_enum e ON e.oid = el.enum_value

@@ -22,7 +22,10 @@ BEGIN
     -- cast to text: boolean casts to true/false, character(n) loses its padding.
     SELECT string_agg(format('CASE WHEN x.%1$I IS NOT NULL THEN format(''%%s'', x.%1$I) END', c), ', ' ORDER BY o)
     INTO cols FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o);
-    EXECUTE format('SELECT ARRAY[%s] FROM %I.%I x WHERE x.%I = $1::%s', cols, r.schema_name, r.relation_name, r.key_column, key_type)
+    -- ONLY: rows of inheritance children are not the synced table's.
+    EXECUTE format('SELECT ARRAY[%s] FROM %s%I.%I x WHERE x.%I = $1::%s', cols,
+                   (SELECT CASE WHEN c.relkind = 'r' THEN 'ONLY ' ELSE '' END FROM pg_class c WHERE c.oid = r.relation_oid),
+                   r.schema_name, r.relation_name, r.key_column, key_type)
         INTO vals USING key;
     IF vals IS NULL THEN
         RETURN NULL;
