@@ -394,9 +394,9 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 		attach        = `ALTER TABLE app.parts ATTACH PARTITION app.parts_1 FOR VALUES FROM (0) TO (1000)`
 		writeT        = `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`
 		lostReason    = " (detached or dropped while it may have held rows)"
-		guardRepair   = `SELECT synchro.guard_partitions()`
+		guardRepair   = `SELECT synchro.guard_partitions(); SELECT synchro.accept_partition_guards('app.parts')`
 		unguarded     = "app.parts has partition app.parts_1 without a truncate guard that fires in every session"
-		changedGuards = "app.parts has partition app.parts_1 whose guards changed since synchro.guard_partitions() recorded them"
+		changedGuards = "app.parts has partition app.parts_1 whose guards changed since recorded"
 	)
 	imageT := [3]string{"app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`}
 	for _, tc := range []struct {
@@ -499,6 +499,14 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 			ddl: `ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_partition_guard;
 				ALTER TABLE app.parts_1 ENABLE ALWAYS TRIGGER synchro_partition_guard`,
 			write: writeT, reason: changedGuards, repair: guardRepair, image: imageT},
+		// Recording a new partition attests nothing about the others: a
+		// TRUNCATE that went past a toggled guard stays drift.
+		{name: "partition_truncated_past_toggled_guard_then_partition_added",
+			ddl: `BEGIN; ALTER TABLE app.parts_1 DISABLE TRIGGER synchro_truncate_guard; TRUNCATE app.parts_1;
+				ALTER TABLE app.parts_1 ENABLE ALWAYS TRIGGER synchro_truncate_guard;
+				CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000);
+				SELECT synchro.guard_partitions(); COMMIT`,
+			write: writeT, reason: changedGuards, repair: `SELECT synchro.accept_partition_guards('app.parts')`, image: imageT},
 		{name: "partition_truncate_guard_dropped_and_created_again",
 			ddl: `DROP TRIGGER synchro_truncate_guard ON app.parts_1;
 				CREATE TRIGGER synchro_truncate_guard BEFORE TRUNCATE ON app.parts_1 FOR EACH STATEMENT EXECUTE FUNCTION synchro.truncate_guard();

@@ -472,14 +472,20 @@ func TestMigrationRecordsPartitionsOfRegisteredRelations(t *testing.T) {
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, []string{"app.p1", "app.p1a", "app.p2"}) {
 		t.Fatalf("migration recorded %v", got)
 	}
-	// app.p2 was never guarded: capture blocks until guard_partitions guards it.
+	// app.p2 was never guarded: capture blocks until guard_partitions guards it
+	// and the owner attests that it was not truncated meanwhile.
 	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); len(got) != 1 ||
 		!strings.HasPrefix(got[0], "app.p has partition app.p2 without a truncate guard") {
 		t.Fatalf("catalog drift after the migration: %v, want the unguarded app.p2", got)
 	}
 	d.Exec(t, `SELECT synchro.guard_partitions()`)
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "app.p has partition app.p2 whose guards changed since recorded") {
+		t.Fatalf("catalog drift after guard_partitions: %v, want the new guards of app.p2", got)
+	}
+	d.Exec(t, `SELECT synchro.accept_partition_guards('app.p')`)
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
-		t.Fatalf("%d relations drifted after guard_partitions", n)
+		t.Fatalf("%d relations drifted after accept_partition_guards", n)
 	}
 }
 
@@ -561,8 +567,14 @@ func TestMigrationRecordsPartitionGuardsAndStorage(t *testing.T) {
 	if n := queryInt(t, d, `SELECT synchro.guard_partitions()`); n != 0 {
 		t.Fatalf("guard_partitions installed or enabled %d guards, want 0", n)
 	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 1 {
+		t.Fatalf("%d relations drifted after guard_partitions, want the changed guards still", n)
+	}
+	if n := queryInt(t, d, `SELECT synchro.accept_partition_guards('app.p')`); n != 1 {
+		t.Fatalf("accept_partition_guards recorded %d partitions, want 1", n)
+	}
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
-		t.Fatalf("%d relations drifted after guard_partitions", n)
+		t.Fatalf("%d relations drifted after accept_partition_guards", n)
 	}
 }
 

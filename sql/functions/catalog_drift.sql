@@ -7,12 +7,11 @@
 -- left the relation without row events; synchro.detach_partition releases an
 -- empty one first), a recorded partition's truncate guard is missing, disabled
 -- or not ENABLE ALWAYS (pgoutput never sends a partition's TRUNCATE, so the
--- guard is all that stops one; synchro.guard_partitions restores it, attesting
--- that the partition was not truncated meanwhile), a recorded partition's
--- guards changed since synchro.guard_partitions recorded them (disabled and
--- enabled again, dropped and created again: a TRUNCATE, or a write while the
--- partition was detached, may have gone through in between; the same call
--- attests that none did), a registered column that may have been rewritten in
+-- guard is all that stops one; synchro.guard_partitions restores it), a
+-- recorded partition's guards changed since recorded (disabled and enabled
+-- again, dropped and created again, also restored by guard_partitions: a
+-- TRUNCATE, or a write while the partition was detached, may have gone through
+-- in between; synchro.accept_partition_guards attests that none did), a registered column that may have been rewritten in
 -- place by ALTER COLUMN ... TYPE ... USING that kept its type (its
 -- pg_attribute row and its table's storage both changed since
 -- synchro.record_storage recorded them: its values may have changed without
@@ -61,7 +60,7 @@ BEGIN
                      WHEN unguarded.name IS NOT NULL
                          THEN format('has partition %s without a truncate guard that fires in every session (missing, disabled or not ENABLE ALWAYS: its TRUNCATE would go unseen)', unguarded.name)
                      WHEN changed.name IS NOT NULL
-                         THEN format('has partition %s whose guards changed since synchro.guard_partitions() recorded them (disabled and enabled again, or dropped and created again: a TRUNCATE meanwhile would have gone unseen)', changed.name)
+                         THEN format('has partition %s whose guards changed since recorded (disabled and enabled again, or dropped and created again: a TRUNCATE meanwhile would have gone unseen; synchro.accept_partition_guards attests that none did)', changed.name)
                      WHEN c.relkind = 'p' AND EXISTS (SELECT FROM pg_partition_tree(c.oid::regclass) t
                                                       JOIN pg_class pc ON pc.oid = t.relid
                                                       WHERE t.relid::oid <> c.oid AND pc.relreplident <> 'd')

@@ -7,17 +7,18 @@
 -- apply worker), records every such partition in synchro.relation_partition
 -- (one that later leaves the tree without synchro.detach_partition is relation
 -- drift: synchro.catalog_drift) with the fingerprint of its guards
--- (synchro.partition_guards), and returns how many triggers it installed or
--- enabled. PostgreSQL clones row triggers onto new partitions but not statement
+-- (synchro.partition_guards) when it records it, and returns how many triggers
+-- it installed or enabled. PostgreSQL clones row triggers onto new partitions but not statement
 -- triggers, and with publish_via_partition_root the TRUNCATE of a single
 -- partition is not decoded at all: without this guard it would empty the
 -- partition unseen (ADR 001, "TRUNCATE and replica identity"). So the fence
 -- refuses writes into a partition not recorded here, and capture blocks while
 -- a recorded partition's truncate guard does not fire in every session
 -- (synchro.catalog_drift), or once its guards changed since they were recorded
--- here (disabled and enabled again, dropped and created again); enabling the
--- guards again, or recording them as they are now, attests that the partition
--- was not truncated, nor written while detached, meanwhile.
+-- (disabled and enabled again, dropped and created again, also by this call
+-- restoring them): it attests nothing about a partition recorded before, so
+-- that calling it after adding a partition cannot pass over a TRUNCATE of
+-- another; synchro.accept_partition_guards is the explicit attestation.
 -- Registration calls it for the relation it registers; after creating or
 -- attaching a partition, whoever registers tables calls it in the same migration
 -- (readiness reports the partition's missing guard, and the fence refuses writes
@@ -36,6 +37,7 @@ DECLARE
     func text;
     present boolean;
     changed integer := 0;
+    recorded oid[];
 BEGIN
     FOR part, guard, events, func, present IN
         SELECT t.relid, g.name, g.events, g.func, tg.oid IS NOT NULL
@@ -57,26 +59,28 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', synchro.qualified_name(part), guard);
         changed := changed + 1;
     END LOOP;
-    INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name)
-    SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid)
-    FROM synchro.relation r
-    JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
-    CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
-    WHERE (rid IS NULL OR r.relation_id = rid)
-      AND t.relid::oid <> r.relation_oid
-    ON CONFLICT DO NOTHING;
+    WITH added AS (
+        INSERT INTO synchro.relation_partition (relation_id, partition_oid, partition_name)
+        SELECT r.relation_id, t.relid, synchro.qualified_name(t.relid)
+        FROM synchro.relation r
+        JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
+        CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
+        WHERE (rid IS NULL OR r.relation_id = rid)
+          AND t.relid::oid <> r.relation_oid
+        ON CONFLICT DO NOTHING
+        RETURNING relation_partition.relation_id, relation_partition.partition_oid)
+    SELECT array_agg(a.partition_oid) INTO recorded FROM added a;
+    -- The guards of the partitions recorded now, as they are. A partition
+    -- recorded before keeps the fingerprint it had: a change of its guards
+    -- (one this call enabled or created again too) stays catalog drift until
+    -- synchro.accept_partition_guards attests that nothing went through.
+    UPDATE synchro.relation_partition rp SET guards = g.guards
+    FROM synchro.partition_guards() g
+    WHERE g.relation_id = rp.relation_id AND g.partition_oid = rp.partition_oid
+      AND rp.partition_oid = ANY (recorded);
     -- The storage of the partitions recorded now (and harmless changes of
     -- others); it attests no rewrite.
     PERFORM synchro.record_storage(rid);
-    -- The guards of every recorded partition in its relation's tree, as they
-    -- are now (one that left the tree is not attested here).
-    UPDATE synchro.relation_partition rp SET guards = g.guards
-    FROM synchro.partition_guards() g
-    JOIN synchro.relation r ON r.relation_id = g.relation_id
-    WHERE g.relation_id = rp.relation_id AND g.partition_oid = rp.partition_oid
-      AND (rid IS NULL OR rp.relation_id = rid)
-      AND rp.guards IS DISTINCT FROM g.guards
-      AND EXISTS (SELECT FROM pg_partition_tree(r.relation_oid::regclass) t WHERE t.relid::oid = rp.partition_oid);
     RETURN changed;
 END
 $$;
