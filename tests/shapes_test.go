@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
@@ -869,5 +872,52 @@ func TestShapeUnusualKeysAndColumns(t *testing.T) {
 				rows:    map[string][]string{"app.t": tc.rows, "app.probe": nil},
 				effects: []shapeEffect{{queryText(t, d, `SELECT e.scope FROM (`+tc.edges+`) e(scope, name, key)`), "t", queryText(t, d, `SELECT id::text FROM app.t`), "upsert"}}})
 		})
+	}
+}
+
+// TestRegistrationNeedsUTF8Database: pgoutput sends text in the database's
+// encoding and captured values travel as JSON, so in a SQL_ASCII database a
+// write of bytes that are not UTF-8 committed and then poisoned capture for
+// good. Registration refuses such a database (0A000) and registers nothing.
+func TestRegistrationNeedsUTF8Database(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, testdb.BaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) }) // after the drop below
+	name := fmt.Sprintf("sqlascii_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(testdb.BaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	if _, err := migrate.Apply(ctx, u.String(), "synchro", slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA app; CREATE TABLE app.t (id bigint PRIMARY KEY, v text)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}')`)
+	if sqlState(err) != "0A000" || !strings.Contains(err.Error(), "capture needs a UTF8 database, this one is SQL_ASCII") {
+		t.Fatalf("registration in a SQL_ASCII database: %v, want 0A000 naming the encoding", err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM synchro.relation`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d relations registered (%v), want none", n, err)
 	}
 }

@@ -3,7 +3,8 @@
 -- (the worker and readiness treat a change of either as relation drift), its
 -- storage and registered columns (synchro.record_storage: a rewrite of a
 -- registered column is catalog drift) and the labels of its columns' enum types (synchro.record_enum_labels), and
--- returns its immutable relation_id. The relation must not be registered yet.
+-- returns its immutable relation_id. The relation must not be registered yet,
+-- and the database must be UTF8 (0A000 otherwise).
 -- synchro.install_capture then installs its triggers (after a synced table's
 -- synced_table row exists, whose table_id the fence carries).
 CREATE OR REPLACE FUNCTION synchro.capture_relation(rel oid, kind text, cols name[], g bigint)
@@ -15,7 +16,14 @@ DECLARE
     ident record := synchro.capture_identity(rel);
     qname text := synchro.qualified_name(rel);
     rid bigint;
+    enc name := (SELECT pg_encoding_to_char(d.encoding) FROM pg_database d WHERE d.datname = current_database());
 BEGIN
+    -- pgoutput sends text in the database's encoding and captured values travel
+    -- as JSON: any other encoding lets a write commit that capture cannot carry.
+    IF enc <> 'UTF8' THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: capture needs a UTF8 database, this one is %', qname, enc
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
     IF EXISTS (SELECT FROM synchro.relation r JOIN pg_namespace n ON n.nspname = r.schema_name
                JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = r.relation_name
                WHERE c.oid = rel) THEN
