@@ -17,14 +17,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rid bigint;
+    rid bigint := synchro.registered_relation(rel);
     parts integer;
 BEGIN
-    SELECT r.relation_id INTO rid FROM synchro.relation r WHERE r.relation_oid = rel;
-    IF rid IS NULL THEN
-        RAISE EXCEPTION 'synchro: % is not a registered relation', rel
-            USING ERRCODE = 'undefined_object';
-    END IF;
     UPDATE synchro.relation_partition rp SET guards = g.guards
     FROM synchro.partition_guards() g
     WHERE g.relation_id = rid AND rp.relation_id = rid AND g.partition_oid = rp.partition_oid

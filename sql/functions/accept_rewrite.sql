@@ -17,14 +17,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    rid bigint;
+    rid bigint := synchro.registered_relation(rel);
     tables integer;
 BEGIN
-    SELECT r.relation_id INTO rid FROM synchro.relation r WHERE r.relation_oid = rel;
-    IF rid IS NULL THEN
-        RAISE EXCEPTION 'synchro: % is not a registered relation', rel
-            USING ERRCODE = 'undefined_object';
-    END IF;
     tables := synchro.record_storage(rid, true);
     PERFORM synchro.record_enum_labels(rid, true);
     RAISE WARNING 'synchro: recorded the storage and enum labels of % (% tables changed): rows a rewrite or a renamed enum value changed keep their old values with clients until they are written again', rel, tables;
