@@ -806,19 +806,24 @@ func TestDroppedPublicationStopsCapture(t *testing.T) {
 	requireRedacted(t, d, e.log)
 }
 
-// TestAcceptRewriteRefusesUnregistered: accept_rewrite records nothing for a
-// relation that is not registered (42704) and changes nothing.
+// TestAcceptRewriteRefusesUnregistered: the owner's attestations
+// (accept_rewrite, accept_partition_guards) record nothing for a relation that
+// is not registered (42704) and change nothing.
 func TestAcceptRewriteRefusesUnregistered(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	d.Exec(t, driftSetup)
 	d.Exec(t, `CREATE TABLE app.plain (id int PRIMARY KEY)`)
-	before := rowsOf(t, d, `SELECT relation_id || ' ' || relfilenode FROM synchro.relation ORDER BY 1`)
-	_, err := d.Pool.Exec(context.Background(), `SELECT synchro.accept_rewrite('app.plain')`)
-	if sqlState(err) != "42704" {
-		t.Fatalf("accept_rewrite of an unregistered table: %v, want SQLSTATE 42704", err)
+	const recorded = `SELECT r.relation_id || ' ' || r.relfilenode || ' ' || r.column_xmins::text || ' ' || coalesce(rp.guards, '')
+		FROM synchro.relation r LEFT JOIN synchro.relation_partition rp USING (relation_id) ORDER BY 1`
+	before := rowsOf(t, d, recorded)
+	for _, fn := range []string{"accept_rewrite", "accept_partition_guards"} {
+		_, err := d.Pool.Exec(context.Background(), `SELECT synchro.`+fn+`('app.plain')`)
+		if sqlState(err) != "42704" {
+			t.Fatalf("%s of an unregistered table: %v, want SQLSTATE 42704", fn, err)
+		}
 	}
-	if got := rowsOf(t, d, `SELECT relation_id || ' ' || relfilenode FROM synchro.relation ORDER BY 1`); !slices.Equal(got, before) {
-		t.Fatalf("recorded storage changed from %v to %v", before, got)
+	if got := rowsOf(t, d, recorded); !slices.Equal(got, before) {
+		t.Fatalf("recorded storage and guards changed from %v to %v", before, got)
 	}
 }
