@@ -10,7 +10,9 @@
 -- (policy_rejected, validation_failed, table_not_synced); retry
 -- (server_retryable: lock timeout, deadlock, serialization failure). A table
 -- that no longer matches its registration refuses the whole push (503
--- not_ready). Messages name a column or constraint, never a value.
+-- not_ready). Messages name a column or constraint, never a value. A value whose
+-- JSON type is not its column's wire form (synchro.wire_type_error) is
+-- validation_failed, never coerced.
 CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text, m jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -66,6 +68,9 @@ BEGIN
             detail := format('column "%s" is the key and must equal pk', r.key_column);
         ELSIF detail IS NULL AND op = 'update' AND (cols - r.key_column::text) = '{}' THEN
             detail := 'an update needs at least one column';
+        ELSIF detail IS NULL THEN
+            -- Each value in its portable type's wire form, never coerced.
+            detail := synchro.wire_type_error(r.relation_oid, cols);
         END IF;
     END IF;
     IF detail IS NOT NULL THEN
