@@ -1,0 +1,133 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/synchro-sync/synchro/client"
+)
+
+// HTTP conformance of the sync API outside the endpoints' own logic: answers
+// to paths and methods no endpoint serves, exact field names in request
+// bodies, the server's connection timeouts, and the form of the key a push
+// answers with.
+
+// hcRaw sends method path (body may be empty) as user with a client that does
+// not follow redirects, and returns the answer as it came.
+func (e *syncEnv) hcRaw(t *testing.T, method, user, path, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.Header.Set("Authorization", "Bearer "+token(t, user))
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, raw
+}
+
+// TestSyncHTTPUnservedPathsAndMethods: a path no endpoint serves is 404
+// not_found, and a method the endpoint of the path does not serve is 405
+// method_not_allowed with an Allow header; both carry the protocol's error
+// body (JSON, not retryable). A path that is not in canonical form
+// (//sync/push, /sync/./push, a trailing slash) is a 404, never a redirect: a
+// client follows a 301 of its POST with a GET. The Go SDK does not retry them.
+func TestSyncHTTPUnservedPathsAndMethods(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, "")
+	e.connect(t, "u1", "c1")
+	push := `{"client_id":"c1","mutations":[]}`
+
+	requireAnswer := func(t *testing.T, what string, status int, header http.Header, raw []byte, wantStatus int, code string) reply {
+		t.Helper()
+		r := reply{Status: status, Header: header, Raw: raw}
+		if err := json.Unmarshal(raw, &r.Body); err != nil {
+			t.Fatalf("%s: answer %d is not a JSON object: %q (Location %q)", what, status, raw, header.Get("Location"))
+		}
+		epRequireError(t, what, r, wantStatus, code)
+		return r
+	}
+	for _, c := range []struct {
+		method, path, allow string
+	}{
+		{http.MethodGet, "/sync/push", "POST"},
+		{http.MethodPut, "/sync/connect", "POST"},
+		{http.MethodDelete, "/sync/pull", "POST"},
+		{http.MethodGet, "/sync/rebuild", "POST"},
+		{http.MethodPost, "/sync/schema", "GET"},
+		{http.MethodPost, "/healthz", "GET"},
+	} {
+		for _, user := range []string{"u1", ""} {
+			what := c.method + " " + c.path + " as " + user
+			status, header, raw := e.hcRaw(t, c.method, user, c.path, push)
+			requireAnswer(t, what, status, header, raw, http.StatusMethodNotAllowed, "method_not_allowed")
+			if got := header.Get("Allow"); got != c.allow {
+				t.Fatalf("%s: Allow %q, want %q", what, got, c.allow)
+			}
+		}
+	}
+	// HEAD: the same answer without a body.
+	status, header, raw := e.hcRaw(t, http.MethodHead, "u1", "/sync/schema", "")
+	if status != http.StatusMethodNotAllowed || header.Get("Allow") != "GET" || !strings.HasPrefix(header.Get("Content-Type"), "application/json") || len(raw) != 0 {
+		t.Fatalf("HEAD /sync/schema: %d, Allow %q, Content-Type %q, body %q; want 405, GET, JSON, none",
+			status, header.Get("Allow"), header.Get("Content-Type"), raw)
+	}
+
+	for _, path := range []string{"/sync/push/", "//sync/push", "/sync/./push", "/sync/%2E/push", "/sync//push",
+		"/sync/x/../push", "/sync/PUSH", "/sync", "/nothing"} {
+		for _, method := range []string{http.MethodPost, http.MethodGet} {
+			status, header, raw := e.hcRaw(t, method, "u1", path, push)
+			requireAnswer(t, method+" "+path, status, header, raw, http.StatusNotFound, "not_found")
+			if loc := header.Get("Location"); loc != "" {
+				t.Fatalf("%s %s: Location %q", method, path, loc)
+			}
+		}
+	}
+	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.mutation`); n != 0 {
+		t.Fatalf("%d mutations recorded by refused requests", n)
+	}
+	// The endpoints themselves still answer.
+	requireOK(t, "POST /sync/push", e.post(t, "u1", "/sync/push", push))
+	requireOK(t, "GET /sync/schema", e.epGet(t, "u1", "/sync/schema"))
+
+	// The SDK takes not_found as final: one request, no retry.
+	var requests atomic.Int32
+	counting := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		requests.Add(1)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	c, err := client.Open(context.Background(), filepath.Join(t.TempDir(), "c.sqlite"), client.Config{
+		ServerURL: e.url + "/wrong-prefix", ClientID: "c2", HTTPClient: counting, MaxAttempts: 5, BackoffBase: time.Millisecond,
+		Token: func(context.Context) (string, error) { return token(t, "u1"), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var syncErr *client.Error
+	if err := c.Sync(context.Background()); !errors.As(err, &syncErr) || syncErr.Code != "not_found" || syncErr.Retryable || requests.Load() != 1 {
+		t.Fatalf("SDK against a wrong path: %v after %d requests, want not_found, not retryable, after 1", err, requests.Load())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
