@@ -131,3 +131,59 @@ func TestSyncHTTPUnservedPathsAndMethods(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestSyncHTTPFieldNamesAreExact: encoding/json takes a member whose name
+// differs from a field's only in case (with Unicode simple folding: "ſcope" is
+// scope) for that field. A request with such a member, at any level, is 400
+// invalid_request naming the real field and changes nothing; other unknown
+// members are still ignored.
+func TestSyncHTTPFieldNamesAreExact(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d1', 'u1', 'one')`)
+	e.connect(t, "u1", "c1")
+	version := queryText(t, e.d, `SELECT version FROM synchro.row_head WHERE key = 'd1'`)
+
+	cases := []struct {
+		path, body, field string
+	}{
+		{"/sync/push", `{"CLIENT_ID":"c1","Mutations":[]}`, "client_id"},
+		{"/sync/push", `{"client_id":"c1","Mutations":[]}`, "mutations"},
+		{"/sync/push", `{"client_id":"c1","mutations":[],"Client_Id":"c9"}`, "client_id"},
+		{"/sync/push", `{"client_id":"c1","mutations":[{"mutation_id":"m1","table":"docs","op":"update","pk":{"id":"d1"},
+			"Base_Version":"stale","columns":{"title":"overwritten"}}]}`, "mutations[0].base_version"},
+		{"/sync/push", `{"client_id":"c1","mutations":[{"mutation_id":"m2","table":"docs","OP":"delete","op":"update","pk":{"id":"d1"},
+			"columns":{"title":"x"}}]}`, "mutations[0].op"},
+		{"/sync/push", `{"client_id":"c1","schema":{"HASH":"x"},"mutations":[]}`, "schema.hash"},
+		{"/sync/connect", `{"client_id":"c1","protocol_version":3,"Known_Scopes":{}}`, "known_scopes"},
+		{"/sync/connect", `{"client_id":"c1","protocol_version":3,"known_scopes":{"user:u1":{"CURSOR":null}}}`, "known_scopes[*].cursor"},
+		{"/sync/pull", `{"client_id":"c1","scopes":{"user:u1":{"cursor":null}},"LIMIT":1}`, "limit"},
+		{"/sync/rebuild", `{"client_id":"c1","ſcope":"user:u1","cursor":null}`, "scope"},
+		{"/sync/rebuild", `{"client_id":"c1","scope":"user:u1","cursor":null,"limit":1,"Scope":"templates_public"}`, "scope"},
+	}
+	for _, c := range cases {
+		r := e.post(t, "u1", c.path, c.body)
+		epRequireError(t, c.path+" "+c.body, r, http.StatusBadRequest, "invalid_request", "stale", "overwritten", "c9")
+		if msg := r.Body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, c.field+" only in case") {
+			t.Fatalf("%s %s: message %q does not name %s", c.path, c.body, msg, c.field)
+		}
+	}
+	if got := queryText(t, e.d, `SELECT title FROM app.docs WHERE id = 'd1'`); got != "one" {
+		t.Fatalf("a refused push wrote: title %q", got)
+	}
+	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.mutation`); n != 0 {
+		t.Fatalf("%d mutations recorded by refused pushes", n)
+	}
+
+	// Unknown members, and map keys (pk, columns, scopes) of any case, are as before.
+	r := requireOK(t, "push with unknown members", e.post(t, "u1", "/sync/push", `{"client_id":"c1","extra":1,"mutations":[
+		{"mutation_id":"m3","table":"docs","op":"update","pk":{"id":"d1"},"base_version":"`+version+`","columns":{"title":"two"},"note":"x"}]}`))
+	if list, o := outcome(t, r, "m3"); list != "accepted" {
+		t.Fatalf("m3: %s %v, want applied", list, o)
+	}
+	r = requireOK(t, "push with a key of another case", e.post(t, "u1", "/sync/push",
+		`{"client_id":"c1","mutations":[{"mutation_id":"m4","table":"docs","op":"update","pk":{"ID":"d1"},"columns":{"title":"three"}}]}`))
+	if list, o := outcome(t, r, "m4"); list != "rejected" || o["code"] != "validation_failed" {
+		t.Fatalf("m4 (pk {\"ID\": ...}): %s %v, want validation_failed", list, o)
+	}
+	requireOK(t, "pull with unknown members", e.post(t, "u1", "/sync/pull", `{"client_id":"c1","scopes":{"USER:U1":{"cursor":null}},"future":{}}`))
+}

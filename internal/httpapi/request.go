@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -32,7 +35,9 @@ var DefaultLimits = Limits{
 // readBody reads a request body as one JSON object within the limits, into v
 // (typed: a wrong type is invalid_request). It rejects bodies over the cap (413),
 // invalid UTF-8, NUL characters (PostgreSQL text cannot hold them), nesting
-// deeper than the limit, and trailing data.
+// deeper than the limit, trailing data, and a member named like a request field
+// but in other case ("Mutations", "BASE_VERSION"): field names are matched
+// exactly. Other unknown members are ignored.
 func readBody(w http.ResponseWriter, r *http.Request, l Limits, v any) *apiError {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, l.MaxBodyBytes))
 	if err != nil {
@@ -49,6 +54,9 @@ func readBody(w http.ResponseWriter, r *http.Request, l Limits, v any) *apiError
 	if err := checkJSON(body, l.MaxJSONDepth, l.MaxBodyBytes); err != nil {
 		return badRequest(err.Error())
 	}
+	if err := exactFields(body, reflect.TypeOf(v), ""); err != nil {
+		return badRequest(err.Error())
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
@@ -57,6 +65,107 @@ func readBody(w http.ResponseWriter, r *http.Request, l Limits, v any) *apiError
 		return badRequest("request body does not match the request schema")
 	}
 	return nil
+}
+
+// exactFields fails when an object of body that decodes into a struct of type t
+// (or into a struct within it: a slice element, a map value) has a member whose
+// name differs from one of the struct's JSON field names only in case.
+// encoding/json matches names case-insensitively (with Unicode simple folding:
+// "ſcope" is scope) and would take such a member for the field, silently: a
+// "Base_Version" would turn a checked update into an unchecked one. A member
+// that is no field in any case is left alone (encoding/json ignores it); a
+// value of the wrong shape is left to the typed decoding, which reports it.
+// path names the object in the message (the real field's name, never what
+// the client sent).
+func exactFields(body []byte, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if !hasFields(t) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(body, &obj) != nil {
+			return nil
+		}
+		fields := jsonFields(t)
+		for _, name := range slices.Sorted(maps.Keys(obj)) {
+			if ft, ok := fields[name]; ok {
+				if err := exactFields(obj[name], ft, join(path, name)); err != nil {
+					return err
+				}
+				continue
+			}
+			for _, field := range slices.Sorted(maps.Keys(fields)) {
+				if strings.EqualFold(name, field) {
+					return fmt.Errorf("a member's name differs from the field %s only in case; field names are case-sensitive", join(path, field))
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(body, &items) != nil {
+			return nil
+		}
+		for i, item := range items {
+			if err := exactFields(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) != nil {
+			return nil
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if err := exactFields(m[k], t.Elem(), path+"[*]"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hasFields reports whether a value of type t holds a struct somewhere (itself,
+// its elements), i.e. whether exactFields has names to check in it.
+func hasFields(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return hasFields(t.Elem())
+	}
+	return false
+}
+
+// jsonFields maps the JSON names of a struct's exported fields to their types.
+// The request types have no embedded structs.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }
 
 // checkJSON verifies that body is exactly one JSON object, no deeper than
