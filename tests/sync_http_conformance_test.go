@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/synchro-sync/synchro/client"
+	"github.com/synchro-sync/synchro/internal/httpapi"
 )
 
 // HTTP conformance of the sync API outside the endpoints' own logic: answers
@@ -186,4 +187,20 @@ func TestSyncHTTPFieldNamesAreExact(t *testing.T) {
 		t.Fatalf("m4 (pk {\"ID\": ...}): %s %v, want validation_failed", list, o)
 	}
 	requireOK(t, "pull with unknown members", e.post(t, "u1", "/sync/pull", `{"client_id":"c1","scopes":{"USER:U1":{"cursor":null}},"future":{}}`))
+}
+
+// TestSyncHTTPServerTimeouts: the server synchrod runs closes a connection
+// whose request headers take too long (slowloris) and a keep-alive connection
+// left idle, instead of holding either for good.
+func TestSyncHTTPServerTimeouts(t *testing.T) {
+	srv := httpapi.NewServer(http.NotFoundHandler())
+	if d := srv.ReadHeaderTimeout; d <= 0 || d > time.Minute {
+		t.Fatalf("ReadHeaderTimeout %v, want set, at most a minute", d)
+	}
+	if d := srv.IdleTimeout; d <= 0 || d > 10*time.Minute {
+		t.Fatalf("IdleTimeout %v, want set, at most ten minutes", d)
+	}
+	if srv.Handler == nil {
+		t.Fatal("no handler")
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -152,7 +151,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
 		PushLockTimeout: *pushLockTimeout, Log: log, Metrics: m, MaxUserRequests: *maxUserRequests,
 	}})
-	srv := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpapi.NewServer(router)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("synchrod listening", "address", ln.Addr().String())
