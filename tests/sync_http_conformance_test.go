@@ -204,3 +204,59 @@ func TestSyncHTTPServerTimeouts(t *testing.T) {
 		t.Fatal("no handler")
 	}
 }
+
+// TestSyncHTTPPushAnswersCanonicalKey: a push outcome that carries the row
+// answers its pk in the form pull delivers the row under (a uuid in lower
+// case with hyphens, whatever case and form it was sent in; an integer key
+// stays a number), so a client keyed on pk keeps one copy of the row; an
+// outcome without a row echoes the pk as sent.
+func TestSyncHTTPPushAnswersCanonicalKey(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, `CREATE TABLE app.things (id uuid PRIMARY KEY, owner_id text NOT NULL, title text);
+		SELECT synchro.register_table('app.things', '{"kind":"column","template":"user:{owner_id}"}');
+		CREATE TABLE app.counters (id integer PRIMARY KEY, owner_id text NOT NULL);
+		SELECT synchro.register_table('app.counters', '{"kind":"column","template":"user:{owner_id}"}');`)
+	e.connect(t, "u1", "c1")
+	const canonical = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+
+	resp := e.push(t, "u1", "c1",
+		mut("m1", "things", "insert", map[string]any{"id": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}, map[string]any{"owner_id": "u1", "title": "one"}),
+		mut("m2", "counters", "insert", map[string]any{"id": 7}, map[string]any{"owner_id": "u1"}),
+		mut("m3", "things", "update", map[string]any{"id": "A0EEBC999C0B4EF8BB6D6BB9BD380A11"}, map[string]any{"title": "two"}),
+		mut("m4", "things", "insert", map[string]any{"id": "{A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11}"}, map[string]any{"owner_id": "u1"}),
+		mut("m5", "things", "update", map[string]any{"id": "B0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}, map[string]any{"title": "x"}),
+	)
+	pkOf := func(id string) string {
+		_, o := outcome(t, resp, id)
+		return mustMarshal(t, o["pk"])
+	}
+	for id, want := range map[string]string{
+		"m1": `{"id":"` + canonical + `"}`,                    // applied
+		"m2": `{"id":7}`,                                      // applied
+		"m3": `{"id":"` + canonical + `"}`,                    // applied
+		"m4": `{"id":"` + canonical + `"}`,                    // version_conflict with the existing row
+		"m5": `{"id":"B0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}`, // version_conflict, no row: as sent
+	} {
+		if got := pkOf(id); got != want {
+			t.Fatalf("%s: pk %s, want %s: %v", id, got, want, resp)
+		}
+	}
+	if list, o := outcome(t, resp, "m4"); list != "rejected" || o["code"] != "version_conflict" {
+		t.Fatalf("m4: %s %v, want version_conflict", list, o)
+	}
+
+	// The pk pull delivers is the one the push answered.
+	waitMaterialized(t, e.d)
+	r := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 10, r)
+	for _, want := range []string{rowKey("things", map[string]any{"id": canonical}), rowKey("counters", map[string]any{"id": 7})} {
+		if _, ok := r.rows["user:u1"][want]; !ok {
+			t.Fatalf("the rebuild does not deliver %s: %v", want, r.rows["user:u1"])
+		}
+	}
+	// A replay answers the recorded outcome in the same form.
+	again := e.push(t, "u1", "c1", mut("m1", "things", "insert", map[string]any{"id": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}, map[string]any{"owner_id": "u1", "title": "one"}))
+	if _, o := outcome(t, again, "m1"); mustMarshal(t, o["pk"]) != `{"id":"`+canonical+`"}` {
+		t.Fatalf("replayed m1: pk %v", o["pk"])
+	}
+}

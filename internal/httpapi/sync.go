@@ -326,7 +326,10 @@ func (s *Sync) waitForCapture(ctx context.Context, op string, fn func(q *db.Quer
 
 // renderServerRows replaces every server_row_text of a push answer (rows as
 // synchro.row_text returns them) with server_row in wire form, and counts the
-// outcomes.
+// outcomes. An outcome with a row answers its pk in the form pull delivers the
+// row under (a uuid in lower case with hyphens, an integer key as a number),
+// whatever form the mutation gave it in; an outcome without a row echoes the
+// pk as sent.
 func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 	log := s.Log
 	var resp map[string]json.RawMessage
@@ -362,10 +365,30 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 				return nil, renderFailed(log)
 			}
 			o["server_row"] = row
+			if pk, ok := rowKey(o["pk"], row); ok {
+				o["pk"] = pk
+			}
 		}
 		resp[list] = mustJSON(outcomes)
 	}
 	return mustJSON(resp), nil
+}
+
+// rowKey is the pk object {key column: value} with the value taken from row
+// (server_row in wire form), the rendering pull's pk has for the key types
+// Synchro accepts (text, varchar, uuid: the text output as a string; integers:
+// a number). ok is false unless pk names one column and row has it.
+func rowKey(pk, row json.RawMessage) (json.RawMessage, bool) {
+	var key, cols map[string]json.RawMessage
+	if json.Unmarshal(pk, &key) != nil || len(key) != 1 || json.Unmarshal(row, &cols) != nil {
+		return nil, false
+	}
+	for column := range key {
+		if v, ok := cols[column]; ok && string(v) != "null" {
+			return mustJSON(map[string]json.RawMessage{column: v}), true
+		}
+	}
+	return nil, false
 }
 
 func mustJSON(v any) []byte {
