@@ -2,8 +2,11 @@ package tests
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 
+	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
@@ -60,5 +63,32 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 				t.Errorf("%s ran %q: %v", role, sql, err)
 			}
 		}
+	}
+}
+
+// TestOperatorCannotReadSyncedRows: synchro.synced_row carries row data (keys, and a
+// checksum over key and image that confirms guessed values), so the operator role
+// cannot read it, and migrating a database that once granted it takes the grant away.
+func TestOperatorCannotReadSyncedRows(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sql := `SELECT * FROM synchro.synced_row`
+	for _, role := range []string{"synchro_operator", "synchro_service"} {
+		if err := asRole(t, d, role, sql); sqlState(err) != "42501" {
+			t.Errorf("%s ran %q: %v", role, sql, err)
+		}
+	}
+	// A database migrated by a build that granted it: reinstalling the bundle revokes it.
+	d.Exec(t, `GRANT SELECT ON synchro.synced_row TO synchro_operator; UPDATE synchro.function_bundle SET digest = 'x'`)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	res, err := migrate.Apply(context.Background(), d.URL, "synchro", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.BundleChanged {
+		t.Fatalf("migrate did not reinstall the bundle: %+v", res)
+	}
+	if err := asRole(t, d, "synchro_operator", sql); sqlState(err) != "42501" {
+		t.Errorf("operator ran %q after migrate: %v", sql, err)
 	}
 }

@@ -12,7 +12,10 @@ GRANT EXECUTE ON FUNCTION synchro.evaluate_readiness() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.is_ready() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_readiness(interval, bigint, interval, name) TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_protocol(integer, text) TO synchro_operator;
-GRANT SELECT ON synchro.synced_row TO synchro_operator;
+-- synchro.synced_row carries row data (keys; a checksum over key and image confirms
+-- guessed values): not the operator's. Earlier bundles granted it, and CREATE OR
+-- REPLACE VIEW keeps grants, so it is revoked explicitly.
+REVOKE ALL ON synchro.synced_row FROM synchro_operator;
 -- The HTTP service role: the sync entry points (security definer; they take the
 -- authenticated user id from the HTTP layer) and readiness for GET /readyz.
 GRANT EXECUTE ON FUNCTION synchro.connect(text, jsonb), synchro.push(text, jsonb), synchro.pull(text, jsonb, integer),
