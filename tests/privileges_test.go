@@ -92,3 +92,38 @@ func TestOperatorCannotReadSyncedRows(t *testing.T) {
 		t.Errorf("operator ran %q after migrate: %v", sql, err)
 	}
 }
+
+// TestOperatorConfiguresProtocol: synchro.configure_protocol is the operator's (it
+// writes the settings row as definer, as configure_readiness does); the HTTP
+// service role cannot call it.
+func TestOperatorConfiguresProtocol(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sql := `SELECT synchro.configure_protocol(2, '1.4.0')`
+	if err := asRole(t, d, "synchro_service", sql); sqlState(err) != "42501" {
+		t.Errorf("service role ran %q: %v", sql, err)
+	}
+	ctx := context.Background()
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE synchro_operator"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		t.Fatalf("operator role cannot run %q: %v", sql, err)
+	}
+	if _, err := tx.Exec(ctx, "RESET ROLE"); err != nil {
+		t.Fatal(err)
+	}
+	var proto int
+	var app *string
+	if err := tx.QueryRow(ctx, `SELECT min_protocol_version, min_app_version FROM synchro.settings`).Scan(&proto, &app); err != nil {
+		t.Fatal(err)
+	}
+	if proto != 2 || app == nil || *app != "1.4.0" {
+		t.Errorf("settings after configure_protocol(2, '1.4.0'): %d, %v", proto, app)
+	}
+}

@@ -4,6 +4,8 @@
 CREATE OR REPLACE FUNCTION synchro.configure_protocol(min_protocol_version integer, min_app_version text)
 RETURNS void
 LANGUAGE plpgsql
+-- Definer: the operator role sets them without rights on the settings table.
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
