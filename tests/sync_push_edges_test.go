@@ -180,6 +180,10 @@ func TestSyncPushRefusedWhileTableDrifted(t *testing.T) {
 		{"column_renamed", `ALTER TABLE app.docs RENAME COLUMN title TO heading`, `ALTER TABLE app.docs RENAME COLUMN heading TO title`},
 		{"key_renamed", `ALTER TABLE app.docs RENAME COLUMN id TO ident`, `ALTER TABLE app.docs RENAME COLUMN ident TO id`},
 		{"table_renamed", `ALTER TABLE app.docs RENAME TO documents`, `ALTER TABLE app.documents RENAME TO docs`},
+		// Another table took the registered name over: push must not write it.
+		{"schema_renamed_and_name_taken", `ALTER TABLE app.docs SET SCHEMA public; ALTER TABLE app.tasks SET SCHEMA public;
+			CREATE TABLE app.docs (LIKE public.docs INCLUDING ALL); CREATE TABLE app.tasks (LIKE public.tasks INCLUDING ALL)`,
+			`DROP TABLE app.docs, app.tasks; ALTER TABLE public.docs SET SCHEMA app; ALTER TABLE public.tasks SET SCHEMA app`},
 		{"column_dropped", `ALTER TABLE app.docs DROP COLUMN title`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,7 +197,11 @@ func TestSyncPushRefusedWhileTableDrifted(t *testing.T) {
 			}}
 			r := e.post(t, "u1", "/sync/push", body)
 			requireError(t, "push into a drifted table", r, 503, "not_ready")
-			if n := queryInt(t, e.d, `SELECT (SELECT count(*) FROM app.tasks) + (SELECT count(*) FROM synchro.mutation)`); n != 0 {
+			// Rows in any table of those names (the registered ones, renamed or
+			// not, and any that took a name over), and recorded mutations.
+			if n := queryInt(t, e.d, `SELECT (SELECT count(*) FROM synchro.mutation) + (SELECT coalesce(sum((xpath('/row/n/text()',
+					query_to_xml(format('SELECT count(*) AS n FROM %s', c.oid::regclass), false, true, '')))[1]::text::int), 0)
+				FROM pg_class c WHERE c.relname IN ('docs', 'documents', 'tasks') AND c.relkind = 'r')`); n != 0 {
 				t.Fatalf("the refused push wrote %d rows", n)
 			}
 			if !queryBool(t, e.d, `SELECT NOT ok FROM synchro.readiness WHERE "check" = 'registry'`) {

@@ -98,9 +98,18 @@ BEGIN
         IF key_type IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'undefined_column';
         END IF;
-        -- Rows of a table's inheritance children are not the synced table's
-        -- (never captured; synchro.catalog_drift reports such a child): ONLY.
-        SELECT CASE WHEN pc.relkind = 'r' THEN 'ONLY ' ELSE '' END INTO only_kw FROM pg_class pc WHERE pc.oid = r.relation_oid;
+        -- The statements below name the table: the registered relation must
+        -- still carry its registered name, or they would write whatever table
+        -- took the name over (a schema renamed and another created in its
+        -- place), where no fence fires. Rows of a table's inheritance children
+        -- are not the synced table's (never captured; synchro.catalog_drift
+        -- reports such a child): ONLY.
+        SELECT CASE WHEN pc.relkind = 'r' THEN 'ONLY ' ELSE '' END INTO only_kw
+        FROM pg_class pc JOIN pg_namespace n ON n.oid = pc.relnamespace
+        WHERE pc.oid = r.relation_oid AND n.nspname = r.schema_name AND pc.relname = r.relation_name;
+        IF only_kw IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'undefined_table';
+        END IF;
         EXECUTE format('SELECT to_jsonb(x) FROM %s%I.%I x WHERE x.%I = $1::%s FOR UPDATE', only_kw, r.schema_name, r.relation_name, r.key_column, key_type)
             INTO before USING key_text;
         IF before IS NOT NULL THEN
