@@ -595,3 +595,38 @@ func retryUnrepaired(t *testing.T, d *testdb.DB, workerID string, poisonID int64
 	})
 	waitBlocked(t, d, workerID, 200*time.Millisecond)
 }
+
+// TestForgedCaptureMessagesNeedPrivilege: a fence or registry message capture
+// cannot match blocks it for good (ADR 001), and PostgreSQL lets every role emit
+// messages, so a role with nothing but CONNECT could block capture with one
+// call. Migration revokes pg_logical_emit_message from PUBLIC (the tests
+// migrate as a superuser): such a role, and the service and operator roles, get
+// 42501; the fence (a definer function) still emits, so writes are captured.
+func TestForgedCaptureMessagesNeedPrivilege(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, poisonSetup)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	if n := queryInt(t, d, `SELECT count(*) FROM pg_proc WHERE proname = 'pg_logical_emit_message'
+		AND has_function_privilege('public', oid, 'EXECUTE')`); n != 0 {
+		t.Fatalf("%d signatures of pg_logical_emit_message are executable by PUBLIC", n)
+	}
+	nobody := "nobody_" + strings.ToLower(strings.ReplaceAll(d.Name, "-", "_"))
+	d.Exec(t, `CREATE ROLE `+nobody+` NOLOGIN`)
+	t.Cleanup(func() {
+		if _, err := d.Pool.Exec(context.Background(), `DROP ROLE `+nobody); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	for _, role := range []string{nobody, "synchro_service", "synchro_operator"} {
+		for _, msg := range []string{`SELECT pg_logical_emit_message(true, 'synchro.fence', '{"registration_kind":"synced"}')`,
+			`SELECT pg_logical_emit_message(true, 'synchro.registry', '{"generation": 99}')`} {
+			if err := asRole(t, d, role, msg); sqlState(err) != "42501" {
+				t.Fatalf("%s: %q: %v, want 42501", role, msg, err)
+			}
+		}
+	}
+	c := commitTxn(t, d, `INSERT INTO app.t VALUES ('k', 'v', 'u1')`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, c)
+}
