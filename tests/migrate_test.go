@@ -207,6 +207,47 @@ func TestCommands(t *testing.T) {
 			t.Fatalf("relations not listed: %v", want)
 		}
 	})
+
+	t.Run("flags after positional arguments", func(t *testing.T) {
+		d := testdb.New(t)
+		// As the README writes them: the id first, then --database-url (and --json).
+		for _, args := range [][]any{
+			{"poison", "show", "1", "--database-url", d.URL},
+			{"poison", "retry", "1", "--database-url", d.URL},
+			{"poison", "show", "--json", "1", "--database-url", d.URL},
+			{"poison", "show", "1", env("SYNCHRO_DATABASE_URL=" + d.URL)},
+		} {
+			code, stdout, stderr := run(t, synchroctl, args...)
+			if code == 0 || stdout != "" || !strings.Contains(stderr, "no blocking poison transaction with id 1") {
+				t.Errorf("synchroctl %v: exit %d, stdout %q, stderr %q; want the id looked up and not found", args, code, stdout, stderr)
+			}
+		}
+		if out := runOK(t, synchroctl, "poison", "list", "--json", "--database-url", d.URL); strings.TrimSpace(out) != "null" {
+			t.Errorf("synchroctl poison list --json printed %q", out)
+		}
+		if out := runOK(t, synchroctl, "registry", "list", "--database-url", d.URL, "--json"); strings.TrimSpace(out) != "null" {
+			t.Errorf("synchroctl registry list --json printed %q", out)
+		}
+		// Leftovers are refused with the usage, before connecting.
+		for _, c := range []struct {
+			args []any
+			want string
+		}{
+			{[]any{"poison", "show", "1", "2", "--database-url", d.URL}, `unexpected arguments ["2"]`},
+			{[]any{"poison", "retry", "1", "--database-url", d.URL, "--", "--json"}, `unexpected arguments ["--json"]`},
+			{[]any{"poison", "list", "1", "--database-url", d.URL}, `unexpected arguments ["1"]`},
+			{[]any{"registry", "list", "all", "--database-url", d.URL}, `unexpected arguments ["all"]`},
+			{[]any{"status", "now", "--database-url", d.URL}, `unexpected arguments ["now"]`},
+			{[]any{"poison", "show", "--database-url", d.URL}, "usage: synchroctl poison"},
+			{[]any{"poison", "retry", "1", "--force", "--database-url", d.URL}, "flag provided but not defined: -force"},
+			{[]any{"poison", "drop", "1", "--database-url", d.URL}, "usage: synchroctl poison"},
+		} {
+			code, stdout, stderr := run(t, synchroctl, c.args...)
+			if code == 0 || stdout != "" || !strings.Contains(stderr, c.want) {
+				t.Errorf("synchroctl %v: exit %d, stdout %q, stderr %q; want a non-zero exit and %q", c.args, code, stdout, stderr, c.want)
+			}
+		}
+	})
 }
 
 // buildCommands builds synchrod and synchroctl into a directory that lives as

@@ -112,9 +112,15 @@ func TestSynchroctlPoisonListAndRetry(t *testing.T) {
 	}
 	requireBlockedAt(t, d, cfg.Slot, p.commitLSN, later)
 
-	// Repair the rule and retry through synchroctl.
+	// show, with the id before the flags as the README writes it.
+	if out := runOK(t, ctl, "poison", "show", fmt.Sprint(p.id), "--database-url", d.URL); !strings.Contains(out, p.commitLSN) ||
+		len(strings.Split(strings.TrimRight(out, "\n"), "\n")) != 2 {
+		t.Fatalf("synchroctl poison show %d:\n%s\nwant the header and the record at %s", p.id, out, p.commitLSN)
+	}
+
+	// Repair the rule and retry through synchroctl (as the README writes it).
 	d.Exec(t, `UPDATE synchro.synced_table SET scope_rule = jsonb_set(scope_rule, '{membership}', '"SELECT ''all''"') WHERE name = 'r'`)
-	out := runOK(t, ctl, "poison", "retry", "--database-url", d.URL, fmt.Sprint(p.id))
+	out := runOK(t, ctl, "poison", "retry", fmt.Sprint(p.id), "--database-url", d.URL)
 	if want := fmt.Sprintf("retry requested for poison %d;", p.id); !strings.HasPrefix(out, want) {
 		t.Fatalf("synchroctl poison retry %d:\n%s\nwant it to start with %q", p.id, out, want)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,23 +23,57 @@ type dbCommand struct {
 	args   []string // positional arguments
 }
 
-func parseDBCommand(ctx context.Context, name string, args []string) (*dbCommand, *pgxpool.Pool, error) {
+// parseDBCommand parses args (flags before or after the positional arguments),
+// requires exactly npos positional arguments (else usage), and connects.
+func parseDBCommand(ctx context.Context, name string, args []string, npos int, usage string) (*dbCommand, *pgxpool.Pool, error) {
 	c := &dbCommand{}
 	fs := flag.NewFlagSet("synchroctl "+name, flag.ContinueOnError)
 	c.common.Register(fs)
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
-	if err := config.Parse(fs, args, config.CommonEnv); err != nil {
+	var err error
+	if c.args, err = parseArgs(fs, args, config.CommonEnv); err != nil {
 		return nil, nil, err
+	}
+	if len(c.args) > npos {
+		return nil, nil, fmt.Errorf("unexpected arguments %q\n%s", c.args[npos:], usage)
+	}
+	if len(c.args) < npos {
+		return nil, nil, errors.New(usage)
 	}
 	if err := c.common.Validate(); err != nil {
 		return nil, nil, err
 	}
-	c.args = fs.Args()
 	pool, err := pgxpool.New(ctx, c.common.DatabaseURL)
 	if err != nil {
 		return nil, nil, err
 	}
 	return c, pool, nil
+}
+
+// parseArgs parses fs from args and returns the positional arguments. Flags may
+// follow them (synchroctl poison show 1 --database-url URL): the flag package
+// stops at the first positional argument, so each one is taken and the rest is
+// parsed again. Everything after "--" is positional. Environment variables fill
+// the flags not given once all are parsed.
+func parseArgs(fs *flag.FlagSet, args []string, env map[string]string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// No arguments left: this only applies the environment to the flags not given.
+	return positional, config.Parse(fs, nil, env)
 }
 
 // output prints v as JSON with --json, else the table.

@@ -18,17 +18,22 @@ func runPoison(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 		return fmt.Errorf(poisonUsage)
 	}
 	sub := args[0]
-	c, pool, err := parseDBCommand(ctx, "poison "+sub, args[1:])
+	npos := 0
+	switch sub {
+	case "list":
+	case "show", "retry":
+		npos = 1 // the poison id
+	default:
+		return fmt.Errorf(poisonUsage)
+	}
+	c, pool, err := parseDBCommand(ctx, "poison "+sub, args[1:], npos, poisonUsage)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	q := db.New(pool)
 	var id int64
-	if sub == "show" || sub == "retry" {
-		if len(c.args) != 1 {
-			return fmt.Errorf(poisonUsage)
-		}
+	if npos == 1 {
 		if id, err = strconv.ParseInt(c.args[0], 10, 64); err != nil {
 			return fmt.Errorf("poison id %q is not a number", c.args[0])
 		}

@@ -10,10 +10,11 @@ import (
 )
 
 func runRegistry(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
+	const usage = "usage: synchroctl registry list [--json] [--database-url URL]"
 	if len(args) == 0 || args[0] != "list" {
-		return fmt.Errorf("usage: synchroctl registry list [--json] [--database-url URL]")
+		return fmt.Errorf(usage)
 	}
-	c, pool, err := parseDBCommand(ctx, "registry list", args[1:])
+	c, pool, err := parseDBCommand(ctx, "registry list", args[1:], 0, usage)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ type statusReport struct {
 }
 
 func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
-	c, pool, err := parseDBCommand(ctx, "status", args)
+	c, pool, err := parseDBCommand(ctx, "status", args, 0, "usage: synchroctl status [--json] [--database-url URL]")
 	if err != nil {
 		return err
 	}
