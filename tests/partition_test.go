@@ -869,3 +869,37 @@ func TestPartitionDetachUnderRowSecurity(t *testing.T) {
 	requireState(t, err, "42501", "row-level security")
 	requireUnblocked(t, e)
 }
+
+// TestPartitionPendingDetachRefusesWritesThroughRoot: while DETACH ...
+// CONCURRENTLY waits for older snapshots, a transaction holding one still
+// routes writes through the root into the partition, but pgoutput no longer
+// describes them by the root: the write could never be captured and used to
+// block capture for good as an unmatched fence. The fence refuses it (55000);
+// after the detach and a new attach, capture goes on with no poison record.
+func TestPartitionPendingDetachRefusesWritesThroughRoot(t *testing.T) {
+	t.Parallel()
+	e := newPartitionEnv(t)
+	d := e.d
+	commitTxn(t, d, `INSERT INTO app.parts VALUES (1500, 'before')`)
+	waitMaterialized(t, d)
+	writer, detacher := ownConn(t, d), ownConn(t, d)
+	connExec(t, writer, `BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM app.parts`)
+	done := connAsync(detacher, `ALTER TABLE app.parts DETACH PARTITION app.parts_2 CONCURRENTLY`)
+	waitLockWait(t, d, detacher.PgConn().PID())
+	_, err := writer.Exec(context.Background(), `UPDATE app.parts SET v = 'SECRET-123' WHERE id = 1500`)
+	requireState(t, err, "55000", "")
+	requireNoSecret(t, err)
+	connExec(t, writer, `ROLLBACK`)
+	if err := asyncResult(t, done); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	d.Exec(t, `ALTER TABLE app.parts ATTACH PARTITION app.parts_2 FOR VALUES FROM (1000) TO (2000)`)
+	c := commitTxn(t, d, `UPDATE app.parts SET v = 'after' WHERE id = 1500`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, c)
+	requireImage(t, d, "app.parts", "1500", `{"id": 1500, "v": "after"}`)
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison_txn`); n != 0 {
+		t.Fatalf("%d poison records, want none", n)
+	}
+	requireUnblocked(t, e)
+}

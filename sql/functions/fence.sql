@@ -59,6 +59,17 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Run SELECT synchro.guard_partitions() after creating or attaching a partition, in the same migration.';
     END IF;
+    -- A partition being detached (DETACH ... CONCURRENTLY not finished) still
+    -- takes writes through the root from snapshots older than the detach, but
+    -- pgoutput no longer describes its rows by the root: such a write could
+    -- never be captured and would block capture as unmatched. pg_partition_root
+    -- reads the catalog as it is now, not as the transaction's snapshot saw it,
+    -- and a pending detach has no parent there.
+    IF TG_RELID <> TG_ARGV[4]::oid AND pg_partition_root(TG_RELID) IS DISTINCT FROM TG_ARGV[4]::oid THEN
+        RAISE EXCEPTION 'synchro: partition %.% of registered relation %.% is being detached; writes to it are refused',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[2], TG_ARGV[3]
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
     IF TG_OP <> 'INSERT' THEN
         old_key := to_jsonb(OLD) -> key_column;
     END IF;
