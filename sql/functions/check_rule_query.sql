@@ -1,13 +1,21 @@
 -- synchro.check_rule_query: checks that a custom scope-rule query parses and plans
 -- as a query taking one jsonb parameter ($1, a projected row image), and that it
--- reads no table outside Synchro's own schema (and the system catalogs):
+-- reads only projections of the relations in readable (the rule's own relation
+-- and those its "impacts" declare), through synchro.projected(relation), besides
+-- the system catalogs:
 -- materialization evaluates rules over projections as of each transaction
 -- (synchro.projected), never over live rows, which may already hold later
--- changes (ADR 001, "Membership evaluation"). It runs the query with LIMIT 0, so
+-- changes (ADR 001, "Membership evaluation"), and re-evaluates a synced row only
+-- when a relation its rule declares changes, so a read of any other relation's
+-- projection would leave memberships stale. It runs the query with LIMIT 0, so
 -- it reads nothing and, being a subquery, cannot write; the tables it would scan
--- come from its generic plan (a plan for one parameter value may fold a scan
--- away). A table read inside a function the query calls is not seen.
-CREATE OR REPLACE FUNCTION synchro.check_rule_query(query text, rel oid, context text)
+-- and the synchro.projected calls it would make come from its generic plan (a
+-- plan for one parameter value may fold a scan away). A synchro.projected call
+-- must name its relation with a constant; Synchro's own tables and other
+-- functions may not be read. A table read inside a function the query calls
+-- (other than an inlined SQL function) is not seen.
+DROP FUNCTION IF EXISTS synchro.check_rule_query(text, oid, text);
+CREATE OR REPLACE FUNCTION synchro.check_rule_query(query text, rel oid, context text, readable oid[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -16,6 +24,12 @@ DECLARE
     mode text := current_setting('plan_cache_mode');
     plan jsonb;
     live text;
+    s text;
+    pos int;
+    rest text;
+    arg text;
+    target oid;
+    call_prefix constant text := 'synchro.projected(';
 BEGIN
     IF query IS NULL OR btrim(query) = '' THEN
         RAISE EXCEPTION 'synchro: relation % rejected: % is empty', synchro.qualified_name(rel), context
@@ -47,5 +61,61 @@ BEGIN
             synchro.qualified_name(rel), context, live
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- synchro.projected is not inlined (it has a SET clause), so it stays in the
+    -- plan, and a direct scan of Synchro's tables (synchro.projection holds every
+    -- relation's rows) would bypass the check below.
+    SELECT string_agg(DISTINCT format('%I.%I', n->>'Schema', n->>'Relation Name'), ', ')
+    INTO live
+    FROM jsonb_path_query(plan, 'strict $.**') n
+    WHERE jsonb_typeof(n) = 'object' AND n ? 'Relation Name' AND n->>'Schema' = 'synchro';
+    IF live IS NOT NULL THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: % reads % directly; a rule reads projections only through synchro.projected(relation)',
+            synchro.qualified_name(rel), context, live
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- Every call of a synchro function in the plan's expressions (function scans,
+    -- select lists, filters, subplans, CTEs), deparsed schema-qualified since the
+    -- search_path here leaves synchro out. A mention inside a string constant or
+    -- an alias is taken for a call too: that can only refuse a rule, never let a
+    -- call through, because each occurrence is checked where it starts.
+    FOR s IN
+        SELECT DISTINCT n #>> '{}'
+        FROM jsonb_path_query(plan, 'strict $.**') n
+        WHERE jsonb_typeof(n) = 'string' AND strpos(n #>> '{}', 'synchro.') > 0
+    LOOP
+        SELECT string_agg(DISTINCT m[1], ', ') INTO live
+        FROM regexp_matches(s, 'synchro\.([A-Za-z0-9_$]+)\(', 'g') m
+        WHERE m[1] <> 'projected';
+        IF live IS NOT NULL THEN
+            RAISE EXCEPTION 'synchro: relation % rejected: % calls synchro.%; a rule reads projections only through synchro.projected(relation)',
+                synchro.qualified_name(rel), context, live
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        pos := strpos(s, call_prefix);
+        WHILE pos > 0 LOOP
+            rest := substr(s, pos + length(call_prefix));
+            -- A constant argument deparses as 'name'::regclass (quotes doubled).
+            arg := substring(rest FROM '^''((?:[^'']|'''')*)''::regclass\)');
+            IF arg IS NULL THEN
+                RAISE EXCEPTION 'synchro: relation % rejected: % calls synchro.projected with an argument that is not a constant relation; name the relation it reads, e.g. synchro.projected(''schema.table'')',
+                    synchro.qualified_name(rel), context
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            target := to_regclass(replace(arg, '''''', ''''));
+            IF target IS NULL THEN
+                RAISE EXCEPTION 'synchro: relation % rejected: % calls synchro.projected on a relation that cannot be resolved',
+                    synchro.qualified_name(rel), context
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF target <> rel AND target <> ALL (coalesce(readable, '{}')) THEN
+                RAISE EXCEPTION 'synchro: relation % rejected: % reads the projection of %, which its "impacts" do not declare; a change to it would not re-evaluate memberships: add an impact query for it',
+                    synchro.qualified_name(rel), context, synchro.qualified_name(target)
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            pos := CASE WHEN strpos(rest, call_prefix) = 0 THEN 0
+                        ELSE pos + length(call_prefix) + strpos(rest, call_prefix) - 1 END;
+        END LOOP;
+    END LOOP;
 END
 $$;

@@ -11,6 +11,8 @@
 --   {"kind":"members","relation":"app.document_members","column":"document_id",
 --    "template":"user:{user_id}"}                 -- column optional when one FK exists
 --   {"kind":"sql","membership":"SELECT ... $1 ...","impacts":{"app.acl":"SELECT ... $1 ..."}}
+--                                                -- both may read, through synchro.projected,
+--                                                -- only rel and the relations impacts declares
 CREATE OR REPLACE FUNCTION synchro.compile_scope_rule(rel oid, rule jsonb, g bigint,
                                                      OUT normalized jsonb, OUT columns name[])
 LANGUAGE plpgsql
@@ -30,6 +32,7 @@ DECLARE
     impacts jsonb := '{}';
     dep text;
     dep_sql text;
+    declared oid[] := '{}';
 BEGIN
     IF jsonb_typeof(rule) IS DISTINCT FROM 'object' OR jsonb_typeof(rule->'kind') IS DISTINCT FROM 'string' THEN
         RAISE EXCEPTION 'synchro: relation % rejected: scope_rule must be an object with a "kind" (shared, column, path, members, sql)', qname
@@ -123,12 +126,19 @@ BEGIN
             RAISE EXCEPTION 'synchro: relation % rejected: sql scope_rule needs a "membership" query', qname
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        PERFORM synchro.check_rule_query(rule->>'membership', rel, 'sql scope_rule membership');
         IF rule ? 'impacts' THEN
             PERFORM synchro.check_keys(rule->'impacts', ARRAY(SELECT jsonb_object_keys(rule->'impacts')), rel, 'sql scope_rule impacts');
+            -- Membership is re-evaluated only when a declared relation changes, so
+            -- the queries may read projections of rel and the declared relations only.
+            FOR dep IN SELECT jsonb_object_keys(rule->'impacts') LOOP
+                declared := declared || synchro.resolve_relation_name(dep, 'relation ' || qname || ' sql scope_rule impacts');
+            END LOOP;
+        END IF;
+        PERFORM synchro.check_rule_query(rule->>'membership', rel, 'sql scope_rule membership', declared);
+        IF rule ? 'impacts' THEN
             FOR dep, dep_sql IN SELECT key, value #>> '{}' FROM jsonb_each(rule->'impacts') LOOP
                 target := synchro.resolve_relation_name(dep, 'relation ' || qname || ' sql scope_rule impacts');
-                PERFORM synchro.check_rule_query(dep_sql, rel, 'sql scope_rule impact query for ' || dep);
+                PERFORM synchro.check_rule_query(dep_sql, rel, 'sql scope_rule impact query for ' || dep, declared);
                 impacts := impacts || jsonb_build_object(
                     synchro.dependency_relation(target, '{}', g, 'relation ' || qname || ' sql scope_rule')::text,
                     jsonb_build_object('relation', synchro.qualified_name(target), 'query', dep_sql));
