@@ -2,8 +2,10 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,4 +125,61 @@ func TestBacklogIsPipelined(t *testing.T) {
 	if !regexp.MustCompile(`level=INFO msg="capture caught up" worker=w1 transactions=[1-9][0-9]* duration=[0-9.]+m?s\n`).MatchString(log.String()) {
 		t.Fatalf("no caught-up line with the transactions and duration; worker log:\n%s", log.String())
 	}
+}
+
+// TestStreamStaysAliveWhilePreparing: while the stream prepares a batch, or
+// waits for the batch before it, it does not read from the replication
+// connection, and preparing a transaction of a million row events takes tens
+// of seconds; the server ends a session that sent nothing for
+// wal_sender_timeout, and the next one received the whole transaction again.
+// The worker keeps sending standby status updates meanwhile: a hook holds the
+// first preparation until the server has had an update from the worker more
+// than two seconds after the hold began; the batch is then materialized once.
+func TestStreamStaysAliveWhilePreparing(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, poisonSetup)
+	cfg := workerConfig(d, "w1")
+	var held atomic.Bool
+	observed := make(chan error, 1)
+	cfg.AfterStep = func(s wal.Step) error {
+		if s == wal.StepPreparing && held.CompareAndSwap(false, true) {
+			observed <- awaitStatusUpdate(d, cfg.Slot, 2*time.Second)
+		}
+		return nil
+	}
+	startStreaming(t, d, cfg)
+	c := commitTxn(t, d, `INSERT INTO app.t VALUES ('k', 'v', 'u1')`)
+	select {
+	case err := <-observed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker never prepared a batch")
+	}
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, c)
+}
+
+// awaitStatusUpdate waits (up to 30 s) until the WAL sender of slot has had a
+// status update from its client more than after past the call.
+func awaitStatusUpdate(d *testdb.DB, slot string, after time.Duration) error {
+	ctx := context.Background()
+	var since time.Time
+	if err := d.Pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&since); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var ok bool
+		err := d.Pool.QueryRow(ctx, `SELECT coalesce((SELECT r.reply_time > $2 FROM pg_stat_replication r
+			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1), false)`,
+			slot, since.Add(after)).Scan(&ok)
+		if err != nil || ok {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("no status update from the worker while it held the preparation")
 }

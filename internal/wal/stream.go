@@ -256,40 +256,8 @@ func (s *stream) flush(ctx context.Context, pipelined bool) error {
 			release(b.txns) // the session ends before it started
 		}
 	}()
-	b.prepared = make([]batchTxn, 0, len(b.txns))
-	images := rowImages{}
-	for _, txn := range b.txns {
-		if txn.CommitLSN <= s.durable {
-			// A durable transaction replayed: its ledger row makes materialization
-			// a no-op. It is not paired again, because the registry generation
-			// active before it is no longer known (its own activations moved it).
-			b.prepared = append(b.prepared, batchTxn{CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(),
-				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: s.prepActive})
-			continue
-		}
-		if s.needsRegistry(txn) {
-			// The registering transaction is decoded as soon as its commit is in
-			// the WAL, a moment (with a synchronous standby, a round trip to it)
-			// before its registration is visible to the worker's snapshot.
-			if _, err := w.pool.Exec(ctx, `SELECT synchro.await_visible(ARRAY[$1::bigint])`, int64(txn.Xid)); err != nil {
-				return err
-			}
-			reg, err := loadRegistry(ctx, w.pool)
-			if err != nil {
-				return err
-			}
-			s.reg = reg
-		}
-		bt, err := prepare(txn, s.reg, s.prepActive, images)
-		if err != nil {
-			if !errors.As(err, &b.poison) {
-				return err
-			}
-			b.poisonTxn = txn
-			break
-		}
-		s.prepActive = bt.RegistryGeneration
-		b.prepared = append(b.prepared, bt)
+	if err := s.alive(ctx, func() error { return s.prepareBatch(ctx, b) }); err != nil {
+		return err
 	}
 	b.prepped = time.Now()
 
@@ -332,12 +300,97 @@ func (s *stream) completeIfDone(ctx context.Context) error {
 	}
 }
 
+// prepareBatch prepares the transactions of b in commit order (pairing, row
+// images); it stops at the first one that cannot be prepared, which becomes b's
+// poison transaction.
+func (s *stream) prepareBatch(ctx context.Context, b *inflight) error {
+	w := s.w
+	if err := w.step(StepPreparing); err != nil {
+		return err
+	}
+	b.prepared = make([]batchTxn, 0, len(b.txns))
+	images := rowImages{}
+	for _, txn := range b.txns {
+		if txn.CommitLSN <= s.durable {
+			// A durable transaction replayed: its ledger row makes materialization
+			// a no-op. It is not paired again, because the registry generation
+			// active before it is no longer known (its own activations moved it).
+			b.prepared = append(b.prepared, batchTxn{CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(),
+				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: s.prepActive})
+			continue
+		}
+		if s.needsRegistry(txn) {
+			// The registering transaction is decoded as soon as its commit is in
+			// the WAL, a moment (with a synchronous standby, a round trip to it)
+			// before its registration is visible to the worker's snapshot.
+			if _, err := w.pool.Exec(ctx, `SELECT synchro.await_visible(ARRAY[$1::bigint])`, int64(txn.Xid)); err != nil {
+				return err
+			}
+			reg, err := loadRegistry(ctx, w.pool)
+			if err != nil {
+				return err
+			}
+			s.reg = reg
+		}
+		bt, err := prepare(txn, s.reg, s.prepActive, images)
+		if err != nil {
+			if !errors.As(err, &b.poison) {
+				return err
+			}
+			b.poisonTxn = txn
+			break
+		}
+		s.prepActive = bt.RegistryGeneration
+		b.prepared = append(b.prepared, bt)
+	}
+	return nil
+}
+
 // drain waits for the batch in flight and completes it.
 func (s *stream) drain(ctx context.Context) error {
 	if s.inflight == nil {
 		return nil
 	}
-	return s.complete(ctx, <-s.inflight.done)
+	var r matResult
+	if err := s.alive(ctx, func() error { r = <-s.inflight.done; return nil }); err != nil {
+		return err
+	}
+	return s.complete(ctx, r)
+}
+
+// statusBeat is how often the stream tells the server it is alive while it
+// does not read: the server ends a session that sent nothing for
+// wal_sender_timeout (60 s by default), and preparing a transaction of a
+// million row events, or waiting for its materialization, takes longer.
+const statusBeat = time.Second
+
+// alive runs fn, which must not use the replication connection, while another
+// goroutine sends a standby status update with the durable acknowledgement
+// every statusBeat; that goroutine has ended when alive returns.
+func (s *stream) alive(ctx context.Context, fn func() error) error {
+	stop, ended := make(chan struct{}), make(chan error, 1)
+	go func() {
+		t := time.NewTicker(statusBeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				ended <- nil
+				return
+			case <-t.C:
+				if err := s.sendStatus(ctx, s.ack, false); err != nil {
+					ended <- err
+					return
+				}
+			}
+		}
+	}()
+	err := fn()
+	close(stop)
+	if beatErr := <-ended; err == nil {
+		err = beatErr
+	}
+	return err
 }
 
 // abandon waits for the batch in flight without completing it: the session is

@@ -25,6 +25,7 @@ import (
 type Step string
 
 const (
+	StepPreparing    Step = "preparing"     // a batch is being prepared; the stream does not read meanwhile
 	StepReceived     Step = "received"      // a batch is buffered, nothing of it durable yet
 	StepMaterialized Step = "materialized"  // materialization committed, slot not advanced
 	StepSlotAdvanced Step = "slot_advanced" // slot advanced, acknowledgement not recorded
