@@ -112,6 +112,11 @@ func (s *stream) run(ctx context.Context) error {
 		if err := s.maybeIdle(ctx); err != nil {
 			return err
 		}
+		if s.inflight == nil {
+			if err := w.recordCatalog(ctx); err != nil {
+				return err
+			}
+		}
 		if time.Since(s.lastStatus) > 10*time.Second {
 			if err := s.sendStatus(ctx, s.ack, false); err != nil {
 				return err

@@ -136,6 +136,10 @@ type Worker struct {
 	mu    sync.Mutex
 	state string
 	hbMu  sync.Mutex // serializes heartbeat writes
+
+	// Recording harmless catalog changes (recordCatalog; the stream's goroutine only).
+	recordDue bool
+	recorded  time.Time
 }
 
 // New returns a worker over pool (a pool on cfg.DatabaseURL).
@@ -414,18 +418,15 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 // detached or dropped, or a partition's replica identity changed (ADR 001,
 // "Registry activation and relation drift"). Drift
 // that decoded row events show blocks the stream at the first of them. A check
-// that finds none records the harmless catalog changes since the last one: new
-// storage alone, a registered column's definition alone
-// (synchro.record_storage; both together are drift), and the labels of enum
-// values added (synchro.record_enum_labels, so that renaming one later is
-// drift too).
+// that finds none makes recording the harmless catalog changes due
+// (recordCatalog).
 func (w *Worker) catalogDrift(ctx context.Context) error {
 	var id int64
 	var name, problem string
 	err := w.pool.QueryRow(ctx, `SELECT relation_id, relation, problem FROM synchro.catalog_drift() LIMIT 1`).Scan(&id, &name, &problem)
 	if errors.Is(err, pgx.ErrNoRows) {
-		_, err = w.pool.Exec(ctx, `SELECT synchro.record_storage(), synchro.record_enum_labels()`)
-		return err
+		w.recordDue = true
+		return w.recordCatalog(ctx)
 	}
 	if err != nil {
 		return err
@@ -433,4 +434,26 @@ func (w *Worker) catalogDrift(ctx context.Context) error {
 	w.cfg.Log.Error("registered relation drifted: relation drift blocks capture", "worker", w.cfg.WorkerID,
 		"relation_id", id, "relation", name, "problem", problem)
 	return fmt.Errorf("%w: registered relation %d (%s) %s", errBlocked, id, name, problem)
+}
+
+// catalogRecordInterval bounds how often the worker records harmless catalog
+// changes: every batch's catalog check would otherwise add two statements.
+const catalogRecordInterval = time.Second
+
+// recordCatalog records, when due and at most once per catalogRecordInterval,
+// the harmless catalog changes since the last time: new storage alone, a
+// registered column's definition alone (synchro.record_storage; both together
+// are drift, which it never records), and the labels of enum values added
+// (synchro.record_enum_labels, so that renaming one later is drift too). Both
+// are safe at any moment; the stream calls it between messages too, so that
+// a change is recorded within about a second even when nothing follows it.
+func (w *Worker) recordCatalog(ctx context.Context) error {
+	if !w.recordDue || time.Since(w.recorded) < catalogRecordInterval {
+		return nil
+	}
+	if _, err := w.pool.Exec(ctx, `SELECT synchro.record_storage(), synchro.record_enum_labels()`); err != nil {
+		return err
+	}
+	w.recordDue, w.recorded = false, time.Now()
+	return nil
 }
