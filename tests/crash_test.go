@@ -119,6 +119,9 @@ func TestCrashWindows(t *testing.T) {
 		{"acknowledged", wal.StepAcknowledged, false, false},
 		{"received_mid_batch", wal.StepReceived, true, false},
 		{"received_pipelined", wal.StepReceived, false, true},
+		// Preparing the next batch while the one before it materializes (the
+		// status sender runs meanwhile).
+		{"preparing_pipelined", wal.StepPreparing, false, true},
 		{"materialized_pipelined", wal.StepMaterialized, false, true},
 		{"slot_advanced_pipelined", wal.StepSlotAdvanced, false, true},
 	}
