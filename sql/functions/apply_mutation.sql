@@ -91,23 +91,21 @@ BEGIN
     full_row := cols || jsonb_build_object(r.key_column, pkv);
 
     BEGIN
-        -- The key's type without its modifier: a cast to varchar(5) would cut a
-        -- longer key to another row's.
-        SELECT format_type(a.atttypid, NULL) INTO key_type
-        FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column AND NOT a.attisdropped;
-        IF key_type IS NULL THEN
-            RAISE EXCEPTION USING ERRCODE = 'undefined_column';
-        END IF;
         -- The statements below name the table: the registered relation must
-        -- still carry its registered name, or they would write whatever table
-        -- took the name over (a schema renamed and another created in its
-        -- place), where no fence fires. Rows of a table's inheritance children
-        -- are not the synced table's (never captured; synchro.catalog_drift
-        -- reports such a child): ONLY.
-        SELECT CASE WHEN pc.relkind = 'r' THEN 'ONLY ' ELSE '' END INTO only_kw
-        FROM pg_class pc JOIN pg_namespace n ON n.oid = pc.relnamespace
+        -- still carry its registered name and key column, or they would write
+        -- whatever table took the name over (a schema renamed and another
+        -- created in its place), where no fence fires. The key's type without
+        -- its modifier: a cast to varchar(5) would cut a longer key to another
+        -- row's. Rows of a table's inheritance children are not the synced
+        -- table's (never captured; synchro.catalog_drift reports such a
+        -- child): ONLY.
+        SELECT format_type(a.atttypid, NULL), CASE WHEN pc.relkind = 'r' THEN 'ONLY ' ELSE '' END
+        INTO key_type, only_kw
+        FROM pg_class pc
+        JOIN pg_namespace n ON n.oid = pc.relnamespace
+        JOIN pg_attribute a ON a.attrelid = pc.oid AND a.attname = r.key_column AND NOT a.attisdropped
         WHERE pc.oid = r.relation_oid AND n.nspname = r.schema_name AND pc.relname = r.relation_name;
-        IF only_kw IS NULL THEN
+        IF key_type IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'undefined_table';
         END IF;
         EXECUTE format('SELECT to_jsonb(x) FROM %s%I.%I x WHERE x.%I = $1::%s FOR UPDATE', only_kw, r.schema_name, r.relation_name, r.key_column, key_type)
