@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -45,16 +44,7 @@ func fuzzPost(tb testing.TB, url, tok string, body []byte) (int, http.Header, []
 		tb.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, raw
+	return send(tb, req)
 }
 
 // fuzzJSON posts body and decodes a 200 answer.

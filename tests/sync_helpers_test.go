@@ -149,23 +149,34 @@ func (e *syncEnv) post(t *testing.T, user, path string, body any) reply {
 	return do(t, req)
 }
 
-func do(t *testing.T, req *http.Request) reply {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
+// noRedirect is the tests' HTTP client: it never follows a redirect, so an
+// answer is always the server's own (no sync endpoint redirects).
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// send sends req and returns the answer's status, headers and body as they came.
+func send(tb testing.TB, req *http.Request) (int, http.Header, []byte) {
+	tb.Helper()
+	resp, err := noRedirect.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	return resp.StatusCode, resp.Header, raw
+}
+
+func do(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	status, header, raw := send(t, req)
+	r := reply{Status: status, Header: header, Raw: raw}
 	if err := json.Unmarshal(raw, &r.Body); err != nil {
-		t.Fatalf("%s %s: answer %d is not a JSON object: %q", req.Method, req.URL.Path, resp.StatusCode, raw)
+		t.Fatalf("%s %s: answer %d is not a JSON object: %q", req.Method, req.URL.Path, status, raw)
 	}
-	if resp.StatusCode != http.StatusOK && r.errorCode() == "" {
-		t.Fatalf("%s %s: error answer %d without the error body: %s", req.Method, req.URL.Path, resp.StatusCode, raw)
+	if status != http.StatusOK && r.errorCode() == "" {
+		t.Fatalf("%s %s: error answer %d without the error body: %s", req.Method, req.URL.Path, status, raw)
 	}
 	return r
 }

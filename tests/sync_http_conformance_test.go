@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -32,17 +31,7 @@ func (e *syncEnv) hcRaw(t *testing.T, method, user, path, body string) (int, htt
 	if user != "" {
 		req.Header.Set("Authorization", "Bearer "+token(t, user))
 	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, raw
+	return send(t, req)
 }
 
 // TestSyncHTTPUnservedPathsAndMethods: a path no endpoint serves is 404
