@@ -422,3 +422,50 @@ func TestFenceIDsAreTimeOrderedUUIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceRefusesTamperedOrdinal: the registered-DML ordinal is counted in the
+// transaction-local setting synchro.dml_ordinal, which any writer of a
+// registered table can set. Capture pairs a row's events with its fences by
+// ordinal, so a setting moved back between two changes of one row would block
+// capture (fence_reordered). The fence refuses such a write instead (22023),
+// and a value that is not a count; the transaction rolls back and capture goes
+// on. A setting moved forward, or back between changes of different rows,
+// keeps every row's fences in order and is accepted.
+func TestFenceRefusesTamperedOrdinal(t *testing.T) {
+	d := testdb.New(t)
+	d.Exec(t, poisonSetup)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	set := func(v string) string { return `SELECT set_config('synchro.dml_ordinal', '` + v + `', true);` }
+	for _, tc := range []struct{ name, sql, contains string }{
+		{"set_back", set("10") + `INSERT INTO app.t VALUES ('k1', 'a', 'u1');` + set("0") +
+			`UPDATE app.t SET v = 'b' WHERE id = 'k1'`, "set back"},
+		{"set_back_to_the_same_ordinal", `INSERT INTO app.t VALUES ('k1', 'a', 'u1');` + set("0") +
+			`DELETE FROM app.t WHERE id = 'k1'`, "set back"},
+		{"set_back_by_a_session_setting", `INSERT INTO app.t VALUES ('k1', 'a', 'u1'); SET synchro.dml_ordinal = '0';` +
+			`UPDATE app.t SET v = 'b' WHERE id = 'k1'`, "set back"},
+		{"negative", set("-5") + `INSERT INTO app.t VALUES ('k1', 'a', 'u1')`, "not a registered-DML ordinal"},
+		{"not_a_number", set("x") + `INSERT INTO app.t VALUES ('k1', 'a', 'u1')`, "not a registered-DML ordinal"},
+		{"no_next_ordinal", set("2147483647") + `INSERT INTO app.t VALUES ('k1', 'a', 'u1')`, "not a registered-DML ordinal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			requireState(t, d.ExecErr(tc.sql), "22023", tc.contains)
+			if n := queryInt(t, d, `SELECT count(*) FROM app.t WHERE id = 'k1'`); n != 0 {
+				t.Fatalf("the refused transaction left %d rows", n)
+			}
+		})
+	}
+
+	forward := commitTxn(t, d, `INSERT INTO app.t VALUES ('k2', 'a', 'u1');`+set("100")+
+		`UPDATE app.t SET v = 'b' WHERE id = 'k2'`)
+	otherRow := commitTxn(t, d, `INSERT INTO app.t VALUES ('k3', 'a', 'u1');`+set("0")+
+		`INSERT INTO app.t VALUES ('k4', 'a', 'u1'); UPDATE app.t SET v = 'b' WHERE id = 'k4'`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 2, forward)
+	requireMaterializedOnce(t, d, 3, otherRow)
+	if got := rowsOf(t, d, `SELECT key || '=' || (image ->> 'v') FROM synchro.projection WHERE key IN ('k2', 'k3', 'k4') ORDER BY key`); strings.Join(got, " ") != "k2=b k3=a k4=b" {
+		t.Fatalf("synced rows %v, want k2=b k3=a k4=b", got)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.poison_txn`); n != 0 {
+		t.Fatalf("%d poison records", n)
+	}
+}

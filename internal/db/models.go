@@ -191,11 +191,12 @@ type SynchroRelationPartition struct {
 }
 
 type SynchroRowHead struct {
-	RelationID int64         `json:"relation_id"`
-	Key        string        `json:"key"`
-	Version    string        `json:"version"`
-	FenceXid   pgtype.Uint64 `json:"fence_xid"`
-	FenceCtid  pgtype.TID    `json:"fence_ctid"`
+	RelationID   int64         `json:"relation_id"`
+	Key          string        `json:"key"`
+	Version      string        `json:"version"`
+	FenceXid     pgtype.Uint64 `json:"fence_xid"`
+	FenceCtid    pgtype.TID    `json:"fence_ctid"`
+	FenceOrdinal pgtype.Int4   `json:"fence_ordinal"`
 }
 
 type SynchroRowVersion struct {

@@ -15,7 +15,10 @@
 --     the fence of an earlier change fired fails the transaction with 27000 (with a
 --     hint when a table rewrite earlier in the transaction moved the row);
 --   * allocates an opaque version and a fence_id, increments the transaction-local
---     registered-DML ordinal (setting synchro.dml_ordinal), records the fence
+--     registered-DML ordinal (setting synchro.dml_ordinal; a writer can set it
+--     too, so a value that is not a count, or that is not above the ordinal of
+--     the row's previous fence in the transaction (row_head.fence_ordinal), fails
+--     the write with 22023 instead of blocking capture), records the fence
 --     (bound to the push mutation named by the settings synchro.client_id and
 --     synchro.mutation_id when set) and emits one transactional logical message
 --     with prefix "synchro.fence" (ADR 001, "Write fences and opaque row versions").
@@ -35,6 +38,7 @@ DECLARE
     new_key jsonb;
     key_text text;
     xid xid8 := pg_current_xact_id();
+    ordinal_setting text;
     ordinal integer;
     -- A time-ordered UUID (version 7 layout: milliseconds since the epoch in the
     -- first 48 bits, the rest from one random draw), so that fences are appended
@@ -105,15 +109,32 @@ BEGIN
             USING ERRCODE = 'program_limit_exceeded';
     END IF;
 
+    -- The setting holds the transaction's last ordinal (absent before its first
+    -- fence). Capture pairs a row's events with its fences by ordinal, so the
+    -- value is checked here: a count, and (below) above the row's last one.
+    ordinal_setting := coalesce(nullif(current_setting('synchro.dml_ordinal', true), ''), '0');
+    IF (CASE WHEN ordinal_setting ~ '^[0-9]{1,10}$' THEN ordinal_setting::bigint >= 2147483647 ELSE true END) THEN
+        RAISE EXCEPTION 'synchro: the setting synchro.dml_ordinal is not a registered-DML ordinal; only Synchro''s fence may set it'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    ordinal := ordinal_setting::integer + 1;
+
     -- Reserve the identity; the conflict update is skipped when the order check fails.
-    INSERT INTO synchro.row_head AS h (relation_id, key, version, fence_xid, fence_ctid)
-    VALUES (rid, key_text, new_version, xid, CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.ctid END)
+    INSERT INTO synchro.row_head AS h (relation_id, key, version, fence_xid, fence_ctid, fence_ordinal)
+    VALUES (rid, key_text, new_version, xid, CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.ctid END, ordinal)
     ON CONFLICT (relation_id, key) DO UPDATE
-        SET version = EXCLUDED.version, fence_xid = EXCLUDED.fence_xid, fence_ctid = EXCLUDED.fence_ctid
+        SET version = EXCLUDED.version, fence_xid = EXCLUDED.fence_xid, fence_ctid = EXCLUDED.fence_ctid,
+            fence_ordinal = EXCLUDED.fence_ordinal
         WHERE h.fence_xid <> EXCLUDED.fence_xid
-           OR (TG_OP = 'INSERT' AND h.fence_ctid IS NULL)
-           OR (TG_OP <> 'INSERT' AND h.fence_ctid = OLD.ctid)
+           OR (((TG_OP = 'INSERT' AND h.fence_ctid IS NULL) OR (TG_OP <> 'INSERT' AND h.fence_ctid = OLD.ctid))
+               AND coalesce(h.fence_ordinal, 0) < EXCLUDED.fence_ordinal)
     RETURNING h.xmax = 0 INTO reserved;
+    IF reserved IS NULL
+       AND (SELECT h.fence_xid = xid AND coalesce(h.fence_ordinal, 0) >= ordinal FROM synchro.row_head h WHERE h.relation_id = rid AND h.key = key_text) THEN
+        RAISE EXCEPTION 'synchro: the setting synchro.dml_ordinal was set back in this transaction, below the ordinal of an earlier fence of a row of %.%; only Synchro''s fence may set it',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF reserved IS NULL THEN
         -- A table rewrite earlier in the transaction (which wrote the relation's
         -- pg_class row) moved the row, so its position no longer matches the one
@@ -144,7 +165,6 @@ BEGIN
         END IF;
     END IF;
 
-    ordinal := coalesce(nullif(current_setting('synchro.dml_ordinal', true), ''), '0')::integer + 1;
     PERFORM set_config('synchro.dml_ordinal', ordinal::text, true);
 
     INSERT INTO synchro.fence (fence_id, relation_id, op, key, version, dml_ordinal, xid, client_id, mutation_id)
