@@ -1137,6 +1137,15 @@ type newEvent struct {
 // with the one event ev, whose fence it records first.
 func replayThenMaterialize(t *testing.T, d *testdb.DB, commitLSN string, ev newEvent) {
 	t.Helper()
+	if err := tryReplayThenMaterialize(t, d, commitLSN, ev); err != nil {
+		t.Fatalf("replay batch: %v", err)
+	}
+}
+
+// tryReplayThenMaterialize is replayThenMaterialize, returning the error that
+// rolled the batch back.
+func tryReplayThenMaterialize(t *testing.T, d *testdb.DB, commitLSN string, ev newEvent) error {
+	t.Helper()
 	d.Exec(t, `INSERT INTO synchro.fence (fence_id, relation_id, op, key, version, dml_ordinal, xid)
 		SELECT $1::uuid, $2, $3, $4, $5, 1, (SELECT xid FROM synchro.fence LIMIT 1)`,
 		ev.fenceID, ev.relationID, ev.op, ev.key, ev.version)
@@ -1171,10 +1180,45 @@ func replayThenMaterialize(t *testing.T, d *testdb.DB, commitLSN string, ev newE
 		 FROM synchro.txn_ledger l, synchro.progress p WHERE l.commit_lsn = $1::pg_lsn)))`, []any{commitLSN, ev.fenceID}},
 	} {
 		if _, err := tx.Exec(ctx, step.sql, step.args...); err != nil {
-			t.Fatalf("replay batch: %v", err)
+			return err
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	return tx.Commit(ctx)
+}
+
+// TestMaterializationErrorsQuoteNoRowValues: a scope rule that fails on a row
+// raises an error quoting the row's value (here a cast's "invalid input
+// syntax for type integer"). PostgreSQL writes the error that ends the
+// materializing statement to its log, and the worker receives it: it is raised
+// again with its SQLSTATE only, so neither quotes the row.
+func TestMaterializationErrorsQuoteNoRowValues(t *testing.T) {
+	d := testdb.New(t)
+	d.Exec(t, poisonSetup)
+	w := startStreaming(t, d, workerConfig(d, "w1"))
+	c := commitTxn(t, d, `INSERT INTO app.other VALUES (1, 'plain')`)
+	waitMaterialized(t, d)
+	if err := w.stop(t); err != nil {
 		t.Fatal(err)
+	}
+	commitLSN, _, _, _ := ledgerOf(t, d, c)
+	err := tryReplayThenMaterialize(t, d, commitLSN, newEvent{
+		relationID: queryInt(t, d, `SELECT relation_id FROM synchro.relation WHERE relation_oid = 'app.c'::regclass`),
+		key:        "1", op: "insert", image: `{"id": 1, "n": "SECRET-7x"}`,
+		fenceID: "00000000-0000-0000-0000-0000000000c1", version: "v1"})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22P02" {
+		t.Fatalf("materializing a row its rule cannot evaluate: %v, want SQLSTATE 22P02", err)
+	}
+	if !strings.Contains(pgErr.Message, "materialization failed with SQLSTATE 22P02") {
+		t.Fatalf("error message %q does not name the failure", pgErr.Message)
+	}
+	for what, text := range map[string]string{"message": pgErr.Message, "detail": pgErr.Detail, "hint": pgErr.Hint,
+		"context": pgErr.Where, "internal query": pgErr.InternalQuery} {
+		if strings.Contains(text, "SECRET") {
+			t.Fatalf("the error's %s quotes the row: %q", what, text)
+		}
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.projection WHERE key = '1' AND image ? 'n'`); n != 0 {
+		t.Fatalf("the failed batch left %d projections", n)
 	}
 }

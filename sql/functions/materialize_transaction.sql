@@ -18,6 +18,9 @@
 --     synchro.materialize_segment, in segments cut so that a transaction
 --     changing a relation some scope rule reads is evaluated on its own, against
 --     its final projected state;
+--   * an error of a segment that is not Synchro's own (a rule's, a cast's: it
+--     can quote row values) is raised again with its SQLSTATE and no text of
+--     its own, so that neither the server log nor the worker sees row values;
 --   * a retried poison transaction that now materializes is resolved with it;
 --   * the progress row moves to the last transaction's end point and the
 --     processed boundary to its end_lsn.
@@ -39,6 +42,8 @@ DECLARE
     fresh integer;
     lo integer;
     hi integer;
+    failed_state text;
+    failed_message text;
 BEGIN
     SELECT * INTO prog FROM synchro.progress FOR UPDATE;
     IF NOT FOUND THEN
@@ -97,20 +102,34 @@ BEGIN
     FROM synchro_seg_txn t;
     PERFORM synchro.await_visible(ARRAY(SELECT t.xid FROM synchro_seg_txn t));
 
-    -- Segments: a transaction that changes a relation some rule reads stands
-    -- alone; the transactions between such ones form one segment each.
-    FOR lo, hi IN
-        SELECT min(x.seq), max(x.seq)
-        FROM (SELECT t.seq, 2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                            + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
-              FROM synchro_seg_txn t
-              LEFT JOIN (SELECT DISTINCT e.seq FROM synchro_seg_event e
-                         WHERE e.r IN (SELECT relation_id FROM synchro.rule_read)) r ON r.seq = t.seq) x
-        GROUP BY x.seg
-        ORDER BY x.seg
-    LOOP
-        PERFORM synchro.materialize_segment(prog.stream_generation, lo, hi);
-    END LOOP;
+    -- Errors raised while segments are materialized can quote row values (a
+    -- rule's cast or a unique violation's key): PostgreSQL would write them to
+    -- its log and hand them to the worker. Such an error is raised again with
+    -- its SQLSTATE only; Synchro's own errors quote no row values and pass as
+    -- they are.
+    BEGIN
+        -- Segments: a transaction that changes a relation some rule reads stands
+        -- alone; the transactions between such ones form one segment each.
+        FOR lo, hi IN
+            SELECT min(x.seq), max(x.seq)
+            FROM (SELECT t.seq, 2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                                + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
+                  FROM synchro_seg_txn t
+                  LEFT JOIN (SELECT DISTINCT e.seq FROM synchro_seg_event e
+                             WHERE e.r IN (SELECT relation_id FROM synchro.rule_read)) r ON r.seq = t.seq) x
+            GROUP BY x.seg
+            ORDER BY x.seg
+        LOOP
+            PERFORM synchro.materialize_segment(prog.stream_generation, lo, hi);
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS failed_state = RETURNED_SQLSTATE, failed_message = MESSAGE_TEXT;
+        IF failed_message LIKE 'synchro: %' THEN
+            RAISE;
+        END IF;
+        RAISE EXCEPTION 'synchro: materialization failed with SQLSTATE % (the cause is not shown: it can quote row values)', failed_state
+            USING ERRCODE = failed_state;
+    END;
 
     UPDATE synchro.poison_txn SET resolved_at = now()
     WHERE stream_generation = prog.stream_generation AND resolved_at IS NULL
