@@ -1212,7 +1212,7 @@ func (s *sim) requireLedgers() {
 			SELECT fence_id, count(*) FROM synchro.event_ledger GROUP BY 1 HAVING count(*) > 1 LIMIT 20`},
 		{"fences never materialized or without their event: writes lost by capture (fence_id|op|key|client_id|mutation_id)", `
 			SELECT f.fence_id, f.op, f.key, f.client_id, f.mutation_id FROM synchro.fence f
-			WHERE f.materialized_lsn IS NULL OR NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id) LIMIT 20`},
+			WHERE NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id) LIMIT 20`},
 		{"source transactions in the transaction ledger more than once (xid|count)", `
 			SELECT xid, count(*) FROM synchro.txn_ledger GROUP BY 1 HAVING count(*) > 1 LIMIT 20`},
 		{"committed source transactions (by the xid of their fences) missing from the transaction ledger (xid)", `
@@ -1392,7 +1392,7 @@ func (s *sim) explainRow(c *simClient, k string) string {
 	}
 	for _, line := range rowsOf(s.t, s.e.d, `
 		SELECT m.mutation_id, m.outcome->>'status', coalesce(m.outcome->>'code', ''), m.recorded_at::text,
-		       coalesce((SELECT f.materialized_lsn::text FROM synchro.fence f WHERE f.client_id = m.client_id AND f.mutation_id = m.mutation_id), 'no fence')
+		       coalesce((SELECT coalesce(e.commit_lsn::text, 'pending') FROM synchro.fence f LEFT JOIN synchro.event_ledger e ON e.fence_id = f.fence_id WHERE f.client_id = m.client_id AND f.mutation_id = m.mutation_id), 'no fence')
 		FROM synchro.mutation m WHERE m.client_id = $1 AND m.outcome->>'table' = $2 AND m.outcome->'pk' = $3::jsonb
 		ORDER BY m.recorded_at`, c.name, table, pkText) {
 		fmt.Fprintf(&b, "    %s mutation (id|status|code|recorded|fence materialized at): %s\n", c.name, line)

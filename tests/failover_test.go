@@ -113,7 +113,7 @@ func TestWorkerFailoverAfterSIGKILL(t *testing.T) {
 		       (SELECT count(DISTINCT xid) FROM synchro.txn_ledger),
 		       (SELECT count(*) FROM synchro.effect),
 		       (SELECT count(*) FROM (SELECT DISTINCT scope, table_id, key, version FROM synchro.effect) e),
-		       (SELECT count(*) FROM synchro.fence WHERE materialized_lsn IS NOT NULL)`).
+		       (SELECT count(*) FROM synchro.fence f WHERE EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`).
 		Scan(&ledger, &distinctXid, &effects, &distinctEffects, &fences); err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func TestFenceReconcileRequiresMatchingRecordedFence(t *testing.T) {
 			d, bad := requireQuarantined(t, tc)
 			// The transaction rolled back whole: the fence its message named
 			// is still pending, and no version carries the forged message's.
-			if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE key LIKE 'SECRET-%' AND materialized_lsn IS NOT NULL`); n != 0 {
+			if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f WHERE f.key LIKE 'SECRET-%' AND EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)`); n != 0 {
 				t.Fatalf("%d fences of the poison transaction's keys were materialized", n)
 			}
 			if n := queryInt(t, d, `SELECT count(*) FROM synchro.row_version WHERE key LIKE 'SECRET-%' OR version = 'forged'`); n != 0 {

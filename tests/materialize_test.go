@@ -70,7 +70,7 @@ func TestMaterializeMultiRowTransaction(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("event ledger\n got %v\nwant %v", got, want)
 	}
-	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn = $2::pg_lsn`,
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f JOIN synchro.event_ledger e ON e.fence_id = f.fence_id WHERE f.fence_id = ANY ($1::uuid[]) AND e.commit_lsn = $2::pg_lsn`,
 		c.fences, commitLSN); n != 10 {
 		t.Fatalf("%d of 10 fences marked materialized at %s", n, commitLSN)
 	}
@@ -1066,7 +1066,7 @@ func TestMaterializeTransactionLargerThanOneValue(t *testing.T) {
 	got := rowsOf(t, d, `SELECT (SELECT count(*) FROM synchro.projection WHERE length(image ->> 'body') = 140000),
 		(SELECT count(*) FROM synchro.row_version WHERE length(image ->> 'body') = 140000),
 		(SELECT count(*) FROM synchro.effect WHERE op = 'upsert'),
-		(SELECT count(*) FROM synchro.fence WHERE materialized_lsn IS NULL)`)
+		(SELECT count(*) FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`)
 	if !slices.Equal(got, []string{"2000|2000|2000|0"}) {
 		t.Fatalf("projections, versions, upserts with the whole body, unmaterialized fences: %v, want 2000|2000|2000|0", got)
 	}

@@ -715,3 +715,32 @@ func TestMigrationRecordsRegisteredColumnXmins(t *testing.T) {
 		t.Fatalf("catalog drift: %v, want the rewrite of app.t", got)
 	}
 }
+
+// TestMigrationMovesPendingPushFences: migration 00018 makes fences immutable.
+// A push's fence not yet materialized (materialized_lsn NULL before) becomes
+// pending for its client in synchro.fence_pending, which the capture gate
+// reads; a materialized one (the event ledger names it) and a direct write's
+// (no client) do not. Its Down section marks fences materialized again from
+// the event ledger.
+func TestMigrationMovesPendingPushFences(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.t (id text PRIMARY KEY, v text);
+		SELECT synchro.register_table('app.t', '{"kind":"shared","scope":"all"}')`)
+	d.Exec(t, `SELECT set_config('synchro.client_id', 'c1', true); INSERT INTO app.t VALUES ('a', 'x'), ('b', 'y')`)
+	d.Exec(t, `INSERT INTO app.t VALUES ('c', 'z')`)
+	// Fence a materialized, as materialization leaves it.
+	d.Exec(t, `INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
+		SELECT gen_random_uuid(), '0/10', 0, relation_id, op, key, fence_id, version FROM synchro.fence WHERE key = 'a';
+		DELETE FROM synchro.fence_pending WHERE fence_id = (SELECT fence_id FROM synchro.fence WHERE key = 'a')`)
+	later := migrateDownTo(t, d, 17)
+	fences := `SELECT key || ' ' || coalesce(client_id, '-') || ' ' || coalesce(materialized_lsn::text, 'pending') FROM synchro.fence ORDER BY key`
+	if got := rowsOf(t, d, fences); strings.Join(got, ", ") != "a c1 0/10, b c1 pending, c - pending" {
+		t.Fatalf("after the Down section, fences %v", got)
+	}
+	migrateUpAgain(t, d, later)
+	if got := rowsOf(t, d, `SELECT f.key || ' ' || p.client_id FROM synchro.fence_pending p JOIN synchro.fence f USING (fence_id)`); len(got) != 1 || got[0] != "b c1" {
+		t.Fatalf("pending push fences %v, want b of c1", got)
+	}
+}

@@ -111,7 +111,7 @@ func requireBlockedAt(t *testing.T, d *testdb.DB, slot, commitLSN string, later 
 	if len(later.fences) == 0 {
 		t.Fatalf("the later transaction made no fence")
 	}
-	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn IS NULL`,
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f WHERE f.fence_id = ANY ($1::uuid[]) AND NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)`,
 		later.fences); n != int64(len(later.fences)) {
 		t.Fatalf("the later transaction was materialized past the poison")
 	}
@@ -430,7 +430,7 @@ func TestDroppedRegisteredRelationBlocksCapture(t *testing.T) {
 func requireBlockedByCatalogDrift(t *testing.T, d *testdb.DB, workerID string, log *lockedBuffer, later committed) {
 	t.Helper()
 	waitBlocked(t, d, workerID, 300*time.Millisecond)
-	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn IS NULL`,
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f WHERE f.fence_id = ANY ($1::uuid[]) AND NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)`,
 		later.fences); n != int64(len(later.fences)) || n == 0 {
 		t.Fatalf("capture went on past the drifted registered relation")
 	}

@@ -47,7 +47,8 @@ const auditInvariant = `
 	JOIN synchro.txn_ledger l ON l.stream_generation = p.stream_generation
 	CROSS JOIN LATERAL (SELECT count(*) AS n FROM synchro.event_ledger e
 	                    WHERE e.stream_generation = l.stream_generation AND e.commit_lsn = l.commit_lsn) ev
-	CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE f.materialized_lsn IS DISTINCT FROM l.commit_lsn) AS bad
+	CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE (SELECT e.commit_lsn FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)
+	                                                              IS DISTINCT FROM l.commit_lsn) AS bad
 	                    FROM synchro.fence f WHERE f.xid::text::bigint % 4294967296 = l.xid) fc
 	WHERE NOT CASE WHEN l.commit_lsn <= coalesce(p.history_pruned_commit_lsn, p.generation_start_lsn)
 	               THEN ev.n = 0 AND fc.n = 0 AND l.end_lsn <= p.acknowledged_end_lsn
@@ -368,7 +369,7 @@ func TestPruneAuditCrashWindows(t *testing.T) {
 				if queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, c.xid) > 0 {
 					continue
 				}
-				if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE xid::text::bigint % 4294967296 = $1 AND materialized_lsn IS NULL`,
+				if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f WHERE f.xid::text::bigint % 4294967296 = $1 AND NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)`,
 					c.xid); n != int64(crashWorkloadFences(i)) {
 					t.Fatalf("unmaterialized transaction %d (xid %d) has %d pending fences, want %d", i, c.xid, n, crashWorkloadFences(i))
 				}
@@ -655,7 +656,7 @@ func TestPruneAuditPoison(t *testing.T) {
 			}
 			requireBlockedAt(t, d, cfg.Slot, p.commitLSN, later)
 			requireHistoryInvariant(t, d)
-			if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn IS NULL`,
+			if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f WHERE f.fence_id = ANY ($1::uuid[]) AND NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)`,
 				bad.fences); n != int64(len(bad.fences)) {
 				t.Fatalf("the poison transaction keeps %d of its %d fences pending", n, len(bad.fences))
 			}
@@ -765,7 +766,7 @@ func TestPruneAuditCaptureGateAndPushIdempotency(t *testing.T) {
 	}
 	for i := range 10 {
 		prune(t, e.d, "0", 2147483647)
-		if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.fence WHERE client_id = 'c1' AND materialized_lsn IS NULL`); n != 1 {
+		if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.fence_pending WHERE client_id = 'c1'`); n != 1 {
 			t.Fatalf("round %d: client c1 has %d pending fences, want its one push", i, n)
 		}
 		epRequireError(t, "pull with a pending push after pruning", fast.post(t, "u1", "/sync/pull", pullReq("c1", r1)),

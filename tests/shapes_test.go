@@ -71,7 +71,7 @@ func shapeCheck(t *testing.T, d *testdb.DB, c committed, w shapeWant) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("event ledger fences %v, want the transaction's fences %v", got, want)
 	}
-	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn = $2::pg_lsn`,
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f JOIN synchro.event_ledger e ON e.fence_id = f.fence_id WHERE f.fence_id = ANY ($1::uuid[]) AND e.commit_lsn = $2::pg_lsn`,
 		c.fences, commitLSN); n != int64(len(c.fences)) {
 		t.Fatalf("%d of %d fences materialized at %s", n, len(c.fences), commitLSN)
 	}

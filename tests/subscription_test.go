@@ -42,7 +42,7 @@ func TestSubscriptionWritesAreCaptured(t *testing.T) {
 	src.Exec(t, `UPDATE app.feed SET v = 'TWO' WHERE id = 2; DELETE FROM app.feed WHERE id = 3`)
 	waitFor(t, "the subscription's writes applied and materialized", 60*time.Second, func() (bool, error) {
 		return queryBool(t, d, `SELECT (SELECT count(*) FROM app.feed) = 2 AND (SELECT v FROM app.feed WHERE id = 2) = 'TWO'
-			AND NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)
+			AND NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))
 			AND (SELECT count(*) FROM synchro.fence) = 5`), nil
 	})
 	requireImage(t, d, "app.feed", "1", `{"id": 1, "v": "one"}`)

@@ -92,7 +92,7 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 		INSERT INTO app.templates VALUES (1, 'welcome')`)
 	waitFor(f, "materialization", 30*time.Second, func() (bool, error) {
 		var ok bool
-		err := d.Pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM synchro.fence WHERE materialized_lsn IS NULL)`).Scan(&ok)
+		err := d.Pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`).Scan(&ok)
 		return ok, err
 	})
 	d.Exec(f, `SELECT synchro.configure_readiness('10 seconds', 1073741824, '60 seconds', current_database())`)

@@ -556,7 +556,7 @@ func TestSyncRebuildDuringConcurrentWrites(t *testing.T) {
 				DELETE FROM app.docs WHERE id = 'd149';
 				INSERT INTO app.docs (id, owner_id, title) VALUES ('d150', 'u1', 'late')`)
 			waitFor(t, "the test's change mid-rebuild materialized", 30*time.Second, func() (bool, error) {
-				n := queryInt(t, e.d, `SELECT count(*) FROM synchro.fence WHERE fence_id = ANY ($1::uuid[]) AND materialized_lsn IS NOT NULL`, c.fences)
+				n := queryInt(t, e.d, `SELECT count(*) FROM synchro.fence f WHERE f.fence_id = ANY ($1::uuid[]) AND EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)`, c.fences)
 				return n == int64(len(c.fences)), nil
 			})
 		case 5:

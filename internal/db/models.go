@@ -55,17 +55,21 @@ type SynchroEventLedger struct {
 }
 
 type SynchroFence struct {
-	FenceID         pgtype.UUID        `json:"fence_id"`
-	RelationID      int64              `json:"relation_id"`
-	Op              string             `json:"op"`
-	Key             string             `json:"key"`
-	Version         string             `json:"version"`
-	DmlOrdinal      int32              `json:"dml_ordinal"`
-	Xid             pgtype.Uint64      `json:"xid"`
-	ClientID        pgtype.Text        `json:"client_id"`
-	MutationID      pgtype.Text        `json:"mutation_id"`
-	CreatedAt       pgtype.Timestamptz `json:"created_at"`
-	MaterializedLsn interface{}        `json:"materialized_lsn"`
+	FenceID    pgtype.UUID        `json:"fence_id"`
+	RelationID int64              `json:"relation_id"`
+	Op         string             `json:"op"`
+	Key        string             `json:"key"`
+	Version    string             `json:"version"`
+	DmlOrdinal int32              `json:"dml_ordinal"`
+	Xid        pgtype.Uint64      `json:"xid"`
+	ClientID   pgtype.Text        `json:"client_id"`
+	MutationID pgtype.Text        `json:"mutation_id"`
+	CreatedAt  pgtype.Timestamptz `json:"created_at"`
+}
+
+type SynchroFencePending struct {
+	FenceID  pgtype.UUID `json:"fence_id"`
+	ClientID string      `json:"client_id"`
 }
 
 type SynchroFunctionBundle struct {

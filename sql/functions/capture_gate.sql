@@ -8,7 +8,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF EXISTS (SELECT FROM synchro.fence f WHERE f.client_id = capture_gate.client_id AND f.materialized_lsn IS NULL) THEN
+    IF EXISTS (SELECT FROM synchro.fence_pending p WHERE p.client_id = capture_gate.client_id) THEN
         PERFORM synchro.refuse(503, 'capture_pending', 'accepted changes of this client are not yet captured; retry later');
     END IF;
 END

@@ -20,7 +20,8 @@
 --     the row's previous fence in the transaction (row_head.fence_ordinal), fails
 --     the write with 22023 instead of blocking capture), records the fence
 --     (bound to the push mutation named by the settings synchro.client_id and
---     synchro.mutation_id when set) and emits one transactional logical message
+--     synchro.mutation_id when set, and then pending for that client in
+--     synchro.fence_pending until materialized) and emits one transactional logical message
 --     with prefix "synchro.fence" (ADR 001, "Write fences and opaque row versions").
 -- It creates no pull-visible effect.
 CREATE OR REPLACE FUNCTION synchro.fence()
@@ -40,6 +41,7 @@ DECLARE
     xid xid8 := pg_current_xact_id();
     ordinal_setting text;
     ordinal integer;
+    push_client text;
     -- A time-ordered UUID (version 7 layout: milliseconds since the epoch in the
     -- first 48 bits, the rest from one random draw), so that fences are appended
     -- at the end of the fence_id index instead of all over it: a random UUID
@@ -167,10 +169,14 @@ BEGIN
 
     PERFORM set_config('synchro.dml_ordinal', ordinal::text, true);
 
+    push_client := nullif(current_setting('synchro.client_id', true), '');
     INSERT INTO synchro.fence (fence_id, relation_id, op, key, version, dml_ordinal, xid, client_id, mutation_id)
-    VALUES (new_fence_id, rid, lower(TG_OP), key_text, new_version, ordinal, xid,
-            nullif(current_setting('synchro.client_id', true), ''),
+    VALUES (new_fence_id, rid, lower(TG_OP), key_text, new_version, ordinal, xid, push_client,
             nullif(current_setting('synchro.mutation_id', true), ''));
+    IF push_client IS NOT NULL THEN
+        -- The client's pulls wait until materialization reconciles it (synchro.capture_gate).
+        INSERT INTO synchro.fence_pending (fence_id, client_id) VALUES (new_fence_id, push_client);
+    END IF;
 
     -- The message leaves out old_key, new_key and table_id where they do not apply
     -- (json, not jsonb: it is only ever sent as text).

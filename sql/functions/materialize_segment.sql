@@ -8,10 +8,10 @@
 -- relation a scope rule reads changes inside a multi-transaction segment: such a
 -- transaction is a segment of its own, and its dependency changes are applied to
 -- the projections before the impacted rows are evaluated. Per transaction:
---   * applicable events enter the event ledger; their fences are marked
+--   * applicable events enter the event ledger, which marks their fences
 --     materialized (every one must be recorded by the event's own transaction
 --     for the same relation, operation, key and version, and not yet
---     materialized);
+--     materialized); a push's fences leave synchro.fence_pending;
 --   * the last image of each row is applied to the projections;
 --   * each changed synced row gets an immutable version (the fence's opaque
 --     version, wire image = synced columns, row checksum; the latest version is the
@@ -41,6 +41,7 @@ AS $$
 DECLARE
     expected integer;
     reconciled integer;
+    pushed boolean;    -- some fence is a push's (pending for its client)
     projected boolean; -- some row was projected before the segment
     repeated boolean;  -- some row changes in more than one of its transactions
     reads boolean;     -- some change is to a relation a scope rule reads
@@ -52,35 +53,41 @@ BEGIN
     DELETE FROM synchro_seg_prev;
     DELETE FROM synchro_seg_diff;
 
-    INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
-    SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq;
-    GET DIAGNOSTICS expected = ROW_COUNT;
+    -- Each event's fence, by its fence_id, must be the one recorded for it: same
+    -- relation, operation, key and version, written by the event's own
+    -- transaction (fence.xid's low 32 bits are the decoded xid), and not yet
+    -- materialized. Fences are immutable: a fence is materialized once the event
+    -- ledger names it (at most once: event_ledger_fence is unique). The
+    -- transaction check groups the checked fences per transaction and meets the
+    -- batch's transactions in a full join, which is only ever hashed or merged
+    -- (never a rescan per row, whatever the scratch tables' estimates). Any
+    -- fence that fails a check leaves the count short.
+    SELECT coalesce(sum(m.n), 0), coalesce(sum(m.n) FILTER (WHERE m.xid = t.xid), 0), coalesce(bool_or(m.pushed), false)
+    INTO expected, reconciled, pushed
+    FROM (SELECT e.seq, f.xid::text::bigint % 4294967296 AS xid, count(*)::integer AS n,
+                 bool_or(f.client_id IS NOT NULL) AS pushed
+          FROM synchro_seg_event e
+          LEFT JOIN LATERAL (SELECT f.xid, f.client_id FROM synchro.fence f
+                             WHERE f.fence_id = e.f AND f.relation_id = e.r AND f.op = e.op AND f.key = e.k AND f.version = e.v
+                               AND NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id)
+                             OFFSET 0) f ON true
+          WHERE e.seq BETWEEN first_seq AND last_seq
+          GROUP BY e.seq, f.xid) m
+    FULL JOIN (SELECT t.seq, t.xid FROM synchro_seg_txn t WHERE t.seq BETWEEN first_seq AND last_seq) t ON t.seq = m.seq;
     IF expected = 0 THEN
         RETURN;
     END IF;
-
-    -- Each event's fence, by its fence_id, must be the one recorded for it: same
-    -- relation, operation, key and version, not yet materialized, and written by
-    -- the event's own transaction (fence.xid's low 32 bits are the decoded xid).
-    -- The transaction check groups the fences marked per transaction and meets
-    -- the batch's transactions in a full join, which is only ever hashed or
-    -- merged (never a rescan per row, whatever the scratch tables' estimates).
-    -- Any fence that fails a check leaves the count short; the exception then
-    -- undoes the marks.
-    WITH marked AS (
-        UPDATE synchro.fence f
-        SET materialized_lsn = e.commit_lsn
-        FROM synchro_seg_event e
-        WHERE e.seq BETWEEN first_seq AND last_seq AND f.fence_id = e.f AND f.materialized_lsn IS NULL
-          AND f.relation_id = e.r AND f.op = e.op AND f.key = e.k AND f.version = e.v
-        RETURNING e.seq, f.xid::text::bigint % 4294967296 AS xid)
-    SELECT coalesce(sum(m.n) FILTER (WHERE m.xid = t.xid), 0) INTO reconciled
-    FROM (SELECT m.seq, m.xid, count(*)::integer AS n FROM marked m GROUP BY m.seq, m.xid) m
-    FULL JOIN (SELECT t.seq, t.xid FROM synchro_seg_txn t WHERE t.seq BETWEEN first_seq AND last_seq) t ON t.seq = m.seq;
     IF reconciled <> expected THEN
         RAISE EXCEPTION 'synchro: % of % fences are not recorded, already materialized, or disagree with their row events (relation, operation, key, version or transaction)',
             expected - reconciled, expected
             USING ERRCODE = 'data_corrupted';
+    END IF;
+    INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
+    SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq;
+    -- A push's fences no longer hold its client's pulls (synchro.capture_gate).
+    IF pushed THEN
+        DELETE FROM synchro.fence_pending p
+        WHERE p.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq));
     END IF;
 
     -- Net change per row and transaction: the last event's image. A partial image

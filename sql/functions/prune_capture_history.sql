@@ -5,7 +5,8 @@
 -- materialized more than keep ago. It stops at the first transaction that is not
 -- both. It keeps the transaction ledger (every replay identity stays durable),
 -- row versions, membership edges, effects, scope digests and poison records,
--- and never touches a fence that is not materialized. The retention compares
+-- and never touches a fence that is not materialized (it removes the fences the
+-- pruned ledger rows name). The retention compares
 -- as an interval (a month is 30 days). It records how far it pruned in
 -- synchro.capture_history and takes no lock that materialization holds, so a
 -- call never waits for a batch. Returns how many transactions and events it
@@ -59,7 +60,7 @@ BEGIN
         RETURNING e.fence_id),
     fences AS (
         DELETE FROM synchro.fence f
-        WHERE f.fence_id = ANY (ARRAY(SELECT g.fence_id FROM gone g)) AND f.materialized_lsn IS NOT NULL)
+        WHERE f.fence_id = ANY (ARRAY(SELECT g.fence_id FROM gone g)))
     SELECT count(*) INTO events FROM gone;
 
     INSERT INTO synchro.capture_history AS h (stream_generation, pruned_commit_lsn)
