@@ -49,8 +49,12 @@ DECLARE
     new_fence_id uuid := encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
                             PLACING substring(int8send(floor(date_part('epoch', clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6),
                             52, 1), 53, 1), 'hex')::uuid;
-    -- Opaque and unique like the fence_id it is derived from.
-    new_version text := md5(new_fence_id::text);
+    -- Opaque (clients only compare versions for equality) and unique like the
+    -- fence_id it is spelled from, and time-ordered like it, so that a new row
+    -- version goes at the end of synchro.row_version's primary key instead of on
+    -- a random page of it (an md5 cost materialization a page per row, and a
+    -- disk read once the index outgrows memory).
+    new_version text := translate(new_fence_id::text, '-', '');
     reserved boolean;
     live boolean;
 BEGIN
