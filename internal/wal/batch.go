@@ -165,7 +165,7 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 		if err := ev.FenceID.Scan(p.Fence.FenceID); err != nil {
 			return out, &capture.Failure{Class: capture.ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
 		}
-		if err := txn.Load(&p.Event); err != nil {
+		if err := txn.Load(p.Event); err != nil {
 			return out, err
 		}
 		// A registered column renamed or dropped would silently leave every later
@@ -214,7 +214,6 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 		// The decoded values are in the image now: let them go, so that a large
 		// transaction is not held twice (its quarantine needs only positions).
 		p.Event.Old, p.Event.New = nil, nil
-		txn.Rows[p.Event.Ordinal].Old, txn.Rows[p.Event.Ordinal].New = nil, nil
 		out.Events = append(out.Events, ev)
 	}
 	out.Applied = len(out.Events)
