@@ -137,18 +137,21 @@ func decodeFence(b []byte) (Fence, error) {
 // (json_strip_nulls output: compact, members in json_build_object order,
 // strings without escapes, integers). It reports false for anything else,
 // which then goes through decodeFence. What it accepts, decodeFence decodes to
-// the same Fence (FuzzParseLayout checks this).
+// the same Fence (FuzzParseLayout checks this). Only the values are copied out
+// of b, not the whole message, and the registration kind and operation are
+// the package's constants when they are one of them: a transaction keeps
+// every fence it buffers.
 func parseLayout(b []byte) (Fence, bool) {
 	var f Fence
-	p := layout{s: string(b), ok: true} // the strings below share this copy
-	f.RegistrationKind = p.str(`{"registration_kind":`)
+	p := layout{b: b, ok: true}
+	f.RegistrationKind = known(p.str(`{"registration_kind":`), KindSynced, KindDependency)
 	f.RelationID = p.int(`,"relation_id":`, 64)
-	f.Relation.Schema = p.str(`,"relation":{"schema":`)
-	f.Relation.Name = p.str(`,"name":`)
+	f.Relation.Schema = string(p.str(`,"relation":{"schema":`))
+	f.Relation.Name = string(p.str(`,"name":`))
 	f.Relation.OID = uint32(p.uint(`,"oid":`, 32))
-	f.Op = p.str(`},"op":`)
-	f.Version = p.str(`,"version":`)
-	f.FenceID = p.str(`,"fence_id":`)
+	f.Op = known(p.str(`},"op":`), "insert", "update", "delete")
+	f.Version = string(p.str(`,"version":`))
+	f.FenceID = string(p.str(`,"fence_id":`))
 	f.Ordinal = p.int(`,"ordinal":`, 64)
 	if p.skip(`,"old_key":`) {
 		f.OldKey = p.key()
@@ -161,20 +164,31 @@ func parseLayout(b []byte) (Fence, bool) {
 		f.TableID = &id
 	}
 	p.expect("}")
-	return f, p.ok && p.i == len(p.s)
+	return f, p.ok && p.i == len(p.b)
+}
+
+// known returns the one of names that b spells, else a copy of b.
+func known(b []byte, names ...string) string {
+	for _, n := range names {
+		if string(b) == n {
+			return n
+		}
+	}
+	return string(b)
 }
 
 // layout reads a message left to right; ok turns false at the first byte that
 // does not fit, and every later read then does nothing.
 type layout struct {
-	s  string
+	b  []byte
 	i  int
 	ok bool
 }
 
 // skip consumes prefix if it comes next.
 func (p *layout) skip(prefix string) bool {
-	if p.ok && strings.HasPrefix(p.s[p.i:], prefix) {
+	rest := p.b[p.i:]
+	if p.ok && len(rest) >= len(prefix) && string(rest[:len(prefix)]) == prefix {
 		p.i += len(prefix)
 		return true
 	}
@@ -189,30 +203,30 @@ func (p *layout) expect(prefix string) {
 }
 
 // str consumes prefix and a string that needs no unescaping, returning its content.
-func (p *layout) str(prefix string) string {
+func (p *layout) str(prefix string) []byte {
 	p.expect(prefix)
 	p.expect(`"`)
-	n := strings.IndexByte(p.s[p.i:], '"')
-	if !p.ok || n < 0 || !plain(p.s[p.i:p.i+n]) {
+	n := bytes.IndexByte(p.b[p.i:], '"')
+	if !p.ok || n < 0 || !plain(p.b[p.i:p.i+n]) {
 		p.ok = false
-		return ""
+		return nil
 	}
-	s := p.s[p.i : p.i+n]
+	s := p.b[p.i : p.i+n]
 	p.i += n + 1 // and the closing quote
 	return s
 }
 
 // num consumes prefix and a JSON integer, returning its text.
-func (p *layout) num(prefix string) string {
+func (p *layout) num(prefix string) []byte {
 	p.expect(prefix)
-	rest := p.s[p.i:]
+	rest := p.b[p.i:]
 	n := 0
 	for n < len(rest) && (rest[n] == '-' || '0' <= rest[n] && rest[n] <= '9') {
 		n++
 	}
-	if !p.ok || !isInteger(rest[:n]) {
+	if !p.ok || !isInteger(string(rest[:n])) {
 		p.ok = false
-		return ""
+		return nil
 	}
 	p.i += n
 	return rest[:n]
@@ -221,7 +235,7 @@ func (p *layout) num(prefix string) string {
 // int and uint consume prefix and an integer that encoding/json would store in
 // a signed or unsigned field of that many bits.
 func (p *layout) int(prefix string, bits int) int64 {
-	n, err := strconv.ParseInt(p.num(prefix), 10, bits)
+	n, err := strconv.ParseInt(string(p.num(prefix)), 10, bits)
 	if err != nil {
 		p.ok = false
 	}
@@ -229,7 +243,7 @@ func (p *layout) int(prefix string, bits int) int64 {
 }
 
 func (p *layout) uint(prefix string, bits int) uint64 {
-	n, err := strconv.ParseUint(p.num(prefix), 10, bits)
+	n, err := strconv.ParseUint(string(p.num(prefix)), 10, bits)
 	if err != nil {
 		p.ok = false
 	}
@@ -239,24 +253,25 @@ func (p *layout) uint(prefix string, bits int) uint64 {
 // key consumes a string or integer key, returning a copy of its JSON text.
 func (p *layout) key() json.RawMessage {
 	start := p.i
-	if strings.HasPrefix(p.s[p.i:], `"`) {
+	if p.skip(`"`) {
+		p.i-- // str reads the quote again
 		p.str("")
 	} else {
 		p.num("")
 	}
-	return json.RawMessage(p.s[start:p.i])
+	return bytes.Clone(p.b[start:p.i])
 }
 
 // plain reports whether JSON string content s decodes to itself: no quote,
 // backslash or control character, and valid UTF-8 (encoding/json replaces
 // invalid bytes).
-func plain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '"' || c == '\\' || c < ' ' {
+func plain(s []byte) bool {
+	for _, c := range s {
+		if c == '"' || c == '\\' || c < ' ' {
 			return false
 		}
 	}
-	return utf8.ValidString(s)
+	return utf8.Valid(s)
 }
 
 // isInteger reports whether s is a JSON number without fraction or exponent.
@@ -298,20 +313,19 @@ func canonicalUUID(s string) bool {
 // false when it is neither. The empty string is a valid string key.
 func KeyText(raw json.RawMessage) (text string, valid bool) {
 	raw = bytes.TrimSpace(raw)
-	s := string(raw)
 	switch {
-	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && plain(s[1:len(s)-1]):
-		return s[1 : len(s)-1], true
-	case len(s) > 0 && s[0] == '"':
+	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && plain(raw[1:len(raw)-1]):
+		return string(raw[1 : len(raw)-1]), true
+	case len(raw) > 0 && raw[0] == '"':
 		// Escapes, or not one string at all.
 		var t string
 		if err := json.Unmarshal(raw, &t); err == nil {
 			return t, true
 		}
-	case isInteger(s):
+	case isInteger(string(raw)):
 		// As json.Number.Int64 would have it: an integer that fits in int64.
-		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return s, true
+		if _, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+			return string(raw), true
 		}
 	}
 	return "", false
