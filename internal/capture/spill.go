@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"github.com/jackc/pglogrepl"
 )
 
 // ErrSpill marks a failure to write or read a spill file: the worker's own
@@ -15,8 +13,8 @@ var ErrSpill = errors.New("spill file")
 
 // Spill is the temporary file of one large source transaction: the row data
 // of its row events past the assembler's threshold, and later the images
-// rendered from them, so that the worker's memory holds a few hundred bytes per
-// such event instead of its values. The file is unlinked as soon as it is
+// rendered from them, so that the worker's memory holds the metadata and key
+// of such an event instead of its values. The file is unlinked as soon as it is
 // created, so it disappears when it is closed or the process ends.
 type Spill struct {
 	f   *os.File
@@ -64,13 +62,6 @@ func (s *Spill) Get(r SpillRef) ([]byte, error) {
 	return b, nil
 }
 
-// spilledRow is where a row event's pgoutput message is, with the relation
-// message it was decoded under.
-type spilledRow struct {
-	rel *pglogrepl.RelationMessage
-	at  SpillRef
-}
-
 // Spill returns the transaction's spill file, or nil when it is held in memory.
 func (t *Txn) Spill() *Spill { return t.spill }
 
@@ -83,54 +74,33 @@ func (t *Txn) Release() {
 	}
 }
 
-// Load makes a spilled row event whole: its Old and New get every column back
-// (only its key columns stayed in memory). Other events are left as they are.
+// Load decodes every column of a row event into its Old and New (only its
+// key columns were decoded), reading its message back from the spill file if
+// it went there. A loaded event, or a truncate, is left as it is.
 func (t *Txn) Load(ev *RowEvent) error {
-	if ev.spilled == nil {
-		return nil
-	}
-	if t.spill == nil {
-		return fmt.Errorf("%w: row event %d of a released transaction", ErrSpill, ev.Ordinal)
-	}
-	data, err := t.spill.Get(ev.spilled.at)
-	if err != nil {
-		return err
-	}
-	msg, err := pglogrepl.Parse(data)
-	if err != nil {
-		return fmt.Errorf("decode spilled pgoutput message: %w", err)
-	}
-	var old, new *pglogrepl.TupleData
-	switch m := msg.(type) {
-	case *pglogrepl.InsertMessage:
-		new = m.Tuple
-	case *pglogrepl.UpdateMessage:
-		old, new = m.OldTuple, m.NewTuple
-	case *pglogrepl.DeleteMessage:
-		old = m.OldTuple
-	default:
-		return fmt.Errorf("spilled message is a %T", msg)
-	}
-	if ev.Old, err = columns(ev.spilled.rel, old); err != nil {
-		return err
-	}
-	if ev.New, err = columns(ev.spilled.rel, new); err != nil {
-		return err
-	}
-	ev.spilled = nil
-	return nil
-}
-
-// keyOnly returns the columns of cols named in keys.
-func keyOnly(cols []Column, keys []string) []Column {
-	var out []Column
-	for _, c := range cols {
-		for _, k := range keys {
-			if c.Name == k {
-				out = append(out, c)
-				break
-			}
+	data := ev.msg
+	if ev.spilled.Len > 0 {
+		if t.spill == nil {
+			return fmt.Errorf("%w: row event %d of a released transaction", ErrSpill, ev.Ordinal)
+		}
+		var err error
+		if data, err = t.spill.Get(ev.spilled); err != nil {
+			return err
 		}
 	}
-	return out
+	if data == nil {
+		return nil
+	}
+	m, err := parseRow(data)
+	if err != nil {
+		return fmt.Errorf("decode row message again: %w", err)
+	}
+	if ev.Old, err = ev.Table.decode(m.old, true); err != nil {
+		return err
+	}
+	if ev.New, err = ev.Table.decode(m.new, true); err != nil {
+		return err
+	}
+	ev.msg, ev.spilled = nil, SpillRef{}
+	return nil
 }

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -17,20 +18,18 @@ type Column struct {
 }
 
 // RowEvent is one decoded row change (or truncate) of a source transaction.
+// It keeps its row message, in memory or in its transaction's spill file, and
+// only its key columns decoded until Txn.Load decodes them all.
 type RowEvent struct {
-	Ordinal   int    // event_ordinal: position among the transaction's row events, before filtering
-	Op        string // insert, update, delete or truncate
-	Relation  Relation
-	Old       []Column // key or old tuple, when pgoutput sent one
-	New       []Column
+	Ordinal int    // event_ordinal: position among the transaction's row events, before filtering
+	Op      string // insert, update, delete or truncate
+	*Table         // the relation as its relation message described it; empty for a truncate
+	// Old and New are the key or old tuple, when pgoutput sent one, and the new
+	// tuple: their key columns until loaded.
+	Old, New  []Column
 	Truncated []Relation // truncate only: every truncated relation
-	// ReplicaIdentity and KeyColumns are what the relation message said:
-	// registered relations must have 'd' (DEFAULT) and exactly their key column.
-	ReplicaIdentity byte
-	KeyColumns      []string
-	// spilled is set while the event's values are in its transaction's spill
-	// file: Old and New then hold its key columns only (Txn.Load).
-	spilled *spilledRow
+	msg       []byte     // the row message while it is held in memory and not loaded
+	spilled   SpillRef   // where the row message is in the spill file (Len 0: not there, or loaded)
 }
 
 // Value returns the named column of the tuple (New, else Old) and whether it exists.
@@ -81,15 +80,19 @@ type Txn struct {
 	// Malformed holds the first fence or registry message that did not parse;
 	// the transaction is then a poison transaction.
 	Malformed error
+	// Unchanged is set when a row event's new tuple leaves out an unchanged
+	// TOASTed value.
+	Unchanged bool
 
 	size  int64  // bytes of row data decoded so far
 	spill *Spill // row data past the assembler's threshold, nil when none
+	block []byte // where row messages held in memory are copied to (Txn.keep)
 }
 
 // Assembler turns a stream of pgoutput (protocol 1, messages on) messages into
 // whole committed transactions.
 type Assembler struct {
-	relations map[uint32]*pglogrepl.RelationMessage
+	relations map[uint32]*Table
 	cur       *Txn
 	spillAt   int64  // 0: never spill
 	spillDir  string // "": the system's temporary directory
@@ -97,7 +100,7 @@ type Assembler struct {
 
 // NewAssembler returns an empty assembler.
 func NewAssembler() *Assembler {
-	return &Assembler{relations: map[uint32]*pglogrepl.RelationMessage{}}
+	return &Assembler{relations: map[uint32]*Table{}}
 }
 
 // SpillAbove makes every transaction keep the values of its row events in a
@@ -119,6 +122,12 @@ func (a *Assembler) Reset() {
 // Feed decodes one pgoutput message. It returns the transaction when the
 // message is its COMMIT, else nil. A decode error is a blocking failure.
 func (a *Assembler) Feed(data []byte) (*Txn, error) {
+	if op := rowOp(firstByte(data)); op != "" {
+		if a.cur == nil {
+			return nil, fmt.Errorf("decode: %s outside a transaction", op)
+		}
+		return nil, a.row(a.cur, data, op)
+	}
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode pgoutput message: %w", err)
@@ -131,7 +140,7 @@ func (a *Assembler) Feed(data []byte) (*Txn, error) {
 		a.cur = &Txn{Xid: m.Xid, CommitLSN: m.FinalLSN, CommitTime: m.CommitTime}
 		return nil, nil
 	case *pglogrepl.RelationMessage:
-		a.relations[m.RelationID] = m
+		a.relations[m.RelationID] = newTable(m)
 		return nil, nil
 	case *pglogrepl.TypeMessage, *pglogrepl.OriginMessage:
 		return nil, nil
@@ -151,20 +160,14 @@ func (a *Assembler) Feed(data []byte) (*Txn, error) {
 		t.EndLSN = m.TransactionEndLSN
 		a.cur = nil
 		return t, nil
-	case *pglogrepl.InsertMessage:
-		return nil, a.row(t, data, "insert", m.RelationID, nil, m.Tuple)
-	case *pglogrepl.UpdateMessage:
-		return nil, a.row(t, data, "update", m.RelationID, m.OldTuple, m.NewTuple)
-	case *pglogrepl.DeleteMessage:
-		return nil, a.row(t, data, "delete", m.RelationID, m.OldTuple, nil)
 	case *pglogrepl.TruncateMessage:
-		ev := RowEvent{Ordinal: len(t.Rows), Op: "truncate"}
+		ev := RowEvent{Ordinal: len(t.Rows), Op: "truncate", Table: &Table{}}
 		for _, id := range m.RelationIDs {
 			rel, ok := a.relations[id]
 			if !ok {
 				return nil, fmt.Errorf("decode: truncate of relation %d without a relation message", id)
 			}
-			ev.Truncated = append(ev.Truncated, relationOf(rel))
+			ev.Truncated = append(ev.Truncated, rel.Relation)
 		}
 		t.Rows = append(t.Rows, ev)
 		return nil, nil
@@ -197,72 +200,64 @@ func (a *Assembler) message(t *Txn, m *pglogrepl.LogicalDecodingMessage) {
 	}
 }
 
-// row decodes a row event. Once the transaction's row data passes the spill
-// threshold, the event's message goes to the spill file and only its key
-// columns (what pairing needs) stay in memory.
-func (a *Assembler) row(t *Txn, data []byte, op string, relID uint32, old, new *pglogrepl.TupleData) error {
-	rel, ok := a.relations[relID]
+// firstByte returns a message's type byte, 0 for an empty message.
+func firstByte(data []byte) byte {
+	if len(data) == 0 {
+		return 0
+	}
+	return data[0]
+}
+
+// row decodes a row event: its key columns, and it keeps its message. Once
+// the transaction's row data passes the spill threshold, the message goes to
+// the spill file instead of memory.
+func (a *Assembler) row(t *Txn, data []byte, op string) error {
+	m, err := parseRow(data)
+	if err != nil {
+		return err
+	}
+	table, ok := a.relations[m.relationID]
 	if !ok {
-		return fmt.Errorf("decode: %s on relation %d without a relation message", op, relID)
+		return fmt.Errorf("decode: %s on relation %d without a relation message", op, m.relationID)
 	}
-	ev := RowEvent{Ordinal: len(t.Rows), Op: op, Relation: relationOf(rel), ReplicaIdentity: rel.ReplicaIdentity}
-	for _, c := range rel.Columns {
-		if c.Flags&1 != 0 {
-			ev.KeyColumns = append(ev.KeyColumns, c.Name)
-		}
-	}
-	var err error
-	if ev.Old, err = columns(rel, old); err != nil {
+	ev := RowEvent{Ordinal: len(t.Rows), Op: op, Table: table}
+	if ev.Old, err = table.decode(m.old, false); err != nil {
 		return err
 	}
-	if ev.New, err = columns(rel, new); err != nil {
+	if ev.New, err = table.decode(m.new, false); err != nil {
 		return err
 	}
+	t.Unchanged = t.Unchanged || m.unchanged
 	t.size += int64(len(data))
-	if a.spillAt > 0 && t.size > a.spillAt {
+	if a.spillAt == 0 || t.size <= a.spillAt {
+		ev.msg = t.keep(data)
+	} else {
 		if t.spill == nil {
 			if t.spill, err = newSpill(a.spillDir); err != nil {
 				return err
 			}
 		}
-		at, err := t.spill.Put(data)
-		if err != nil {
+		if ev.spilled, err = t.spill.Put(data); err != nil {
 			return err
 		}
-		ev.spilled = &spilledRow{rel: rel, at: at}
-		ev.Old, ev.New = keyOnly(ev.Old, ev.KeyColumns), keyOnly(ev.New, ev.KeyColumns)
 	}
 	t.Rows = append(t.Rows, ev)
 	return nil
 }
 
-func relationOf(rel *pglogrepl.RelationMessage) Relation {
-	return Relation{Schema: rel.Namespace, Name: rel.RelationName, OID: rel.RelationID}
-}
+// blockSize is the size of the blocks that row messages held in memory are
+// copied to; a message larger than a quarter of it gets one of its own.
+const blockSize = 64 << 10
 
-func columns(rel *pglogrepl.RelationMessage, tuple *pglogrepl.TupleData) ([]Column, error) {
-	if tuple == nil {
-		return nil, nil
+// keep returns a copy of a row message that the transaction holds in memory.
+// Copies share blocks, so that a narrow row costs its size and no allocation.
+func (t *Txn) keep(data []byte) []byte {
+	if len(data) > blockSize/4 {
+		return bytes.Clone(data)
 	}
-	if len(tuple.Columns) != len(rel.Columns) {
-		return nil, fmt.Errorf("decode: tuple of %s.%s has %d columns, relation message %d",
-			rel.Namespace, rel.RelationName, len(tuple.Columns), len(rel.Columns))
+	if len(data) > cap(t.block)-len(t.block) {
+		t.block = make([]byte, 0, blockSize)
 	}
-	out := make([]Column, 0, len(tuple.Columns))
-	for i, c := range tuple.Columns {
-		rc := rel.Columns[i]
-		col := Column{Name: rc.Name, TypeOID: rc.DataType}
-		switch c.DataType {
-		case 'n':
-			col.Null = true
-		case 'u':
-			col.Unchanged = true
-		case 't':
-			col.Text = string(c.Data)
-		default:
-			return nil, fmt.Errorf("decode: unsupported tuple data kind %q", c.DataType)
-		}
-		out = append(out, col)
-	}
-	return out, nil
+	t.block = append(t.block, data...)
+	return t.block[len(t.block)-len(data) : len(t.block) : len(t.block)]
 }

@@ -144,7 +144,8 @@ func (d *DB) DropSlot(t testing.TB, name string) {
 }
 
 // Decode consumes every change now in the slot through pgoutput (protocol 1,
-// publication "synchro", messages on) and returns the committed transactions.
+// publication "synchro", messages on) and returns the committed transactions,
+// every row event loaded (all its columns decoded).
 func (d *DB) Decode(t testing.TB, slot string) []*capture.Txn {
 	t.Helper()
 	rows, err := d.Pool.Query(context.Background(), `
@@ -166,6 +167,11 @@ func (d *DB) Decode(t testing.TB, slot string) []*capture.Txn {
 			t.Fatalf("testdb: decode slot %s: %v", slot, err)
 		}
 		if txn != nil {
+			for i := range txn.Rows {
+				if err := txn.Load(&txn.Rows[i]); err != nil {
+					t.Fatalf("testdb: decode slot %s: %v", slot, err)
+				}
+			}
 			txns = append(txns, txn)
 		}
 	}
