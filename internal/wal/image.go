@@ -35,22 +35,18 @@ func image(cols []capture.Column, registered map[string]uint32) (img json.RawMes
 			b = append(b, ',')
 		}
 		first = false
-		name, _ := json.Marshal(c.Name)
-		b = append(b, name...)
-		b = append(b, ':')
-		v, err := value(c)
-		if err != nil {
+		b = append(wire.AppendString(b, c.Name), ':')
+		if b, err = appendValue(b, c); err != nil {
 			return nil, false, fmt.Errorf("column %q: %w", c.Name, err)
 		}
-		b = append(b, v...)
 	}
 	b = append(b, '}')
 	return json.RawMessage(b), partial, nil
 }
 
-func value(c capture.Column) ([]byte, error) {
+func appendValue(b []byte, c capture.Column) ([]byte, error) {
 	if c.Null {
-		return []byte("null"), nil
+		return append(b, "null"...), nil
 	}
-	return wire.Value(c.TypeOID, c.Text)
+	return wire.AppendValue(b, c.TypeOID, c.Text)
 }

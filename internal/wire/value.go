@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // PostgreSQL type OIDs with a typed JSON rendering.
@@ -35,41 +36,82 @@ const (
 // Value renders the text output of a non-NULL value of type typeOID, produced
 // under DateStyle ISO and TimeZone UTC.
 func Value(typeOID uint32, s string) ([]byte, error) {
+	return AppendValue(nil, typeOID, s)
+}
+
+// AppendValue appends what Value renders to b.
+func AppendValue(b []byte, typeOID uint32, s string) ([]byte, error) {
 	switch typeOID {
 	case oidBool:
 		switch s {
 		case "t":
-			return []byte("true"), nil
+			return append(b, "true"...), nil
 		case "f":
-			return []byte("false"), nil
+			return append(b, "false"...), nil
 		}
 		return nil, fmt.Errorf("malformed boolean")
 	case oidInt2, oidInt4, oidInt8, oidOID, oidFloat4, oidFloat8, oidNumeric:
-		var n json.Number
-		if err := json.Unmarshal([]byte(s), &n); err == nil {
-			return []byte(s), nil
+		if isNumber(s) {
+			return append(b, s...), nil
 		}
-		return json.Marshal(s) // NaN, Infinity
+		return AppendString(b, s), nil // NaN, Infinity
 	case oidJSON, oidJSONB:
 		if !json.Valid([]byte(s)) {
 			return nil, fmt.Errorf("malformed json")
 		}
-		return []byte(s), nil
+		return append(b, s...), nil
 	case oidTimestamptz, oidTimestamp:
 		for _, layout := range []string{"2006-01-02 15:04:05.999999999-07", "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
 			if t, err := time.Parse(layout, s); err == nil {
-				return json.Marshal(t.UTC().Format(time.RFC3339Nano))
+				return AppendString(b, t.UTC().Format(time.RFC3339Nano)), nil
 			}
 		}
-		return json.Marshal(s) // infinity, BC dates
+		return AppendString(b, s), nil // infinity, BC dates
 	case oidBytea:
 		raw, err := hex.DecodeString(strings.TrimPrefix(s, `\x`))
 		if err != nil {
 			return nil, fmt.Errorf("malformed bytea")
 		}
-		return json.Marshal(base64.StdEncoding.EncodeToString(raw))
+		return AppendString(b, base64.StdEncoding.EncodeToString(raw)), nil
 	}
-	return json.Marshal(s)
+	return AppendString(b, s), nil
+}
+
+// isNumber reports whether s is a JSON number.
+func isNumber(s string) bool {
+	if plainInteger(s) {
+		return true
+	}
+	var n json.Number
+	return json.Unmarshal([]byte(s), &n) == nil
+}
+
+// plainInteger reports whether s is an integer in JSON's form: digits, with
+// no leading zero, after an optional minus sign.
+func plainInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || s[0] == '0' && len(s) > 1 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendString appends s as a JSON string, as encoding/json renders it.
+func AppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // escapes, HTML characters, non-ASCII
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Row renders a row given as [[column, type oid, text or null], ...] (what
