@@ -22,6 +22,7 @@ type batchTxn struct {
 	Applied            int          `json:"applied"` // len(Events)
 	RegistryGeneration int64        `json:"registry_generation"`
 	Events             []batchEvent `json:"-"`
+	spill              *capture.Spill // the source transaction's spill file, where its images are when it has one
 }
 
 // batchEvent is one applicable row event; its image is empty for a delete.
@@ -40,16 +41,15 @@ type batchEvent struct {
 // transaction) written to its transaction's spill file.
 type storedImage struct {
 	inline json.RawMessage
-	spill  *capture.Spill
 	at     capture.SpillRef
 }
 
-// get returns the image, reading it back when it was spilled.
-func (s storedImage) get() (json.RawMessage, error) {
-	if s.spill == nil {
+// get returns the image, reading it back from spill when it was spilled.
+func (s storedImage) get(spill *capture.Spill) (json.RawMessage, error) {
+	if s.at.Len == 0 {
 		return s.inline, nil
 	}
-	return s.spill.Get(s.at)
+	return spill.Get(s.at)
 }
 
 // eventColumns are the columns of the scratch table synchro_seg_event that a
@@ -86,7 +86,7 @@ func (r *eventRows) Next() bool {
 
 func (r *eventRows) Values() ([]any, error) {
 	ev := &r.txns[r.t].Events[r.e-1]
-	img, err := ev.Image.get()
+	img, err := ev.Image.get(r.txns[r.t].spill)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,19 @@ type rowID struct {
 // (no earlier image of the row in the batch was complete).
 type rowImage struct {
 	img     storedImage
+	spill   *capture.Spill // where img is when it was spilled
 	partial bool
+}
+
+// batchImages returns an empty rowImages for a batch that has partial images,
+// and nil (nothing to keep: no image needs an earlier one) for any other.
+func batchImages(txns []*capture.Txn) rowImages {
+	for _, t := range txns {
+		if t.Unchanged {
+			return rowImages{}
+		}
+	}
+	return nil
 }
 
 // overlay returns base with the fields of top set over it.
@@ -130,15 +142,15 @@ func overlay(base, top json.RawMessage) (json.RawMessage, error) {
 
 // prepare selects the registry generation of every row event, reconciles events
 // with fences and renders the applicable events, completing partial images over
-// images (the batch's rows so far, updated here). A spilled transaction's
-// events are loaded one at a time and their images written back to its spill
-// file. A transaction that cannot be prepared is a poison transaction: the
-// error is a *capture.Failure (any other error is the worker's own).
+// last (the batch's rows so far, updated here; nil when the batch has no
+// partial image). A spilled transaction's images are written back to its
+// spill file. A transaction that cannot be prepared is a poison transaction:
+// the error is a *capture.Failure (any other error is the worker's own).
 func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (batchTxn, error) {
 	out := batchTxn{
 		CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(), Xid: txn.Xid,
 		CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: active,
-		Events: []batchEvent{},
+		spill: txn.Spill(),
 	}
 	for _, a := range txn.Activations {
 		if a.Generation > reg.latest {
@@ -157,65 +169,112 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 	if err != nil {
 		return out, err
 	}
+	out.Events = make([]batchEvent, 0, len(pairs))
 	for i := range pairs {
-		p := &pairs[i]
-		r, _ := reg.byID(p.Reg.RelationID)
-		ev := batchEvent{Ordinal: p.Event.Ordinal, RelationID: p.Reg.RelationID, Key: p.Key, Op: p.Event.Op,
-			Version: p.Fence.Version}
-		if err := ev.FenceID.Scan(p.Fence.FenceID); err != nil {
-			return out, &capture.Failure{Class: capture.ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
-		}
-		if err := txn.Load(p.Event); err != nil {
+		ev, err := prepareEvent(txn, reg, &pairs[i], last)
+		if err != nil {
 			return out, err
 		}
-		// A registered column renamed or dropped would silently leave every later
-		// image, and one of another type would change its values' type on the
-		// wire: relation drift. A delete decodes the key alone.
-		for col, typ := range r.Columns {
-			c, ok := p.Event.Value(col)
-			if !ok && p.Event.Op != "delete" {
-				return out, &capture.Failure{Class: capture.ClassRelationDrift, RelationID: p.Reg.RelationID,
-					Detail: "a registered column is missing from the decoded relation"}
-			}
-			if ok && c.TypeOID != typ {
-				return out, &capture.Failure{Class: capture.ClassRelationDrift, RelationID: p.Reg.RelationID,
-					Detail: "a registered column has another type in the decoded relation"}
-			}
-		}
-		id := rowID{p.Reg.RelationID, p.Key}
-		if p.Event.Op == "delete" {
-			delete(last, id)
-		} else {
-			img, partial, err := image(p.Event.New, r.Columns)
-			if err != nil {
-				return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: err.Error()}
-			}
-			// The merged image stays partial when the earlier one was partial too.
-			if prev, ok := last[id]; ok && partial {
-				base, err := prev.img.get()
-				if err != nil {
-					return out, err
-				}
-				if img, err = overlay(base, img); err != nil {
-					return out, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
-				}
-				partial = prev.partial
-			}
-			ev.Image, ev.Partial = storedImage{inline: img}, partial
-			if sp := txn.Spill(); sp != nil {
-				at, err := sp.Put(img)
-				if err != nil {
-					return out, err
-				}
-				ev.Image = storedImage{spill: sp, at: at}
-			}
-			last[id] = rowImage{ev.Image, partial}
-		}
-		// The decoded values are in the image now: let them go, so that a large
-		// transaction is not held twice (its quarantine needs only positions).
-		p.Event.Old, p.Event.New = nil, nil
 		out.Events = append(out.Events, ev)
 	}
 	out.Applied = len(out.Events)
 	return out, nil
+}
+
+// prepareEvent renders one paired row event. Its decoded values are let go
+// once they are in its image, so that a large transaction is not held twice
+// (its quarantine needs only positions).
+func prepareEvent(txn *capture.Txn, reg *registry, p *capture.Paired, last rowImages) (batchEvent, error) {
+	r, _ := reg.byID(p.Reg.RelationID)
+	ev := batchEvent{Ordinal: p.Event.Ordinal, RelationID: p.Reg.RelationID, Key: p.Key, Op: p.Event.Op,
+		Version: p.Fence.Version}
+	var ok bool
+	if ev.FenceID, ok = fenceUUID(p.Fence.FenceID); !ok {
+		return ev, &capture.Failure{Class: capture.ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
+	}
+	if err := txn.Load(p.Event); err != nil {
+		return ev, err
+	}
+	defer func() { p.Event.Old, p.Event.New = nil, nil }()
+	if err := checkColumns(p.Event, r); err != nil {
+		return ev, err
+	}
+	id := rowID{p.Reg.RelationID, p.Key}
+	if p.Event.Op == "delete" {
+		delete(last, id)
+		return ev, nil
+	}
+	img, partial, err := image(p.Event.New, r.Columns)
+	if err != nil {
+		return ev, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: err.Error()}
+	}
+	// The merged image stays partial when the earlier one was partial too.
+	if prev, ok := last[id]; ok && partial {
+		base, err := prev.img.get(prev.spill)
+		if err != nil {
+			return ev, err
+		}
+		if img, err = overlay(base, img); err != nil {
+			return ev, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
+		}
+		partial = prev.partial
+	}
+	ev.Image, ev.Partial = storedImage{inline: img}, partial
+	if sp := txn.Spill(); sp != nil {
+		if ev.Image.at, err = sp.Put(img); err != nil {
+			return ev, err
+		}
+		ev.Image.inline = nil
+	}
+	if last != nil {
+		last[id] = rowImage{ev.Image, txn.Spill(), partial}
+	}
+	return ev, nil
+}
+
+// checkColumns reports relation drift: a registered column renamed or dropped
+// would silently leave every later image, and one of another type would
+// change its values' type on the wire. A delete decodes the key alone.
+func checkColumns(ev *capture.RowEvent, r registration) error {
+	for col, typ := range r.Columns {
+		c, ok := ev.Value(col)
+		if !ok && ev.Op != "delete" {
+			return &capture.Failure{Class: capture.ClassRelationDrift, RelationID: r.RelationID,
+				Detail: "a registered column is missing from the decoded relation"}
+		}
+		if ok && c.TypeOID != typ {
+			return &capture.Failure{Class: capture.ClassRelationDrift, RelationID: r.RelationID,
+				Detail: "a registered column has another type in the decoded relation"}
+		}
+	}
+	return nil
+}
+
+// fenceUUID decodes a fence ID, which ParseFence checked is a UUID in
+// canonical text form.
+func fenceUUID(id string) (pgtype.UUID, bool) {
+	u := pgtype.UUID{Valid: true}
+	n := 0
+	for i := 0; i < len(id); i++ {
+		if id[i] == '-' {
+			continue
+		}
+		d, ok := hexDigit(id[i])
+		if !ok || n == 32 {
+			return u, false
+		}
+		u.Bytes[n/2] |= d << (4 * (1 - n%2))
+		n++
+	}
+	return u, n == 32
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }

@@ -314,7 +314,7 @@ func (s *stream) prepareBatch(ctx context.Context, b *inflight) error {
 		return err
 	}
 	b.prepared = make([]batchTxn, 0, len(b.txns))
-	images := rowImages{}
+	images := batchImages(b.txns)
 	for _, txn := range b.txns {
 		if txn.CommitLSN <= s.durable {
 			// A durable transaction replayed: its ledger row makes materialization
