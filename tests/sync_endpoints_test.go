@@ -768,7 +768,12 @@ func TestSyncEndpointConnect(t *testing.T) {
 		if s["version"] != v || s["hash"] != h || len(s["tables"].([]any)) != 5 {
 			t.Fatalf("GET /sync/schema after adding a table: %v %v %d tables", s["version"], s["hash"], len(s["tables"].([]any)))
 		}
-		// The old hash no longer pushes or pulls.
+		// The old hash no longer pushes or pulls. Pull passes the capture gate
+		// first, which answers 503 not_ready until the worker has activated the
+		// registry generation of app.extra; no pull or rebuild ran since the
+		// registration, so the gate's cached answer is the ready one from before
+		// it, or is asked afresh.
+		waitCaptureReady(t, e.d)
 		r := e.post(t, "u1", "/sync/pull", map[string]any{"client_id": "c1", "schema": current})
 		epRequireError(t, "pull with the previous schema", r, http.StatusUnprocessableEntity, "schema_mismatch")
 	})

@@ -66,12 +66,21 @@ func newSyncEnv(t *testing.T, setup string, tune ...func(*httpapi.Sync)) *syncEn
 	}
 	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
 	e := &syncEnv{d: d, cfg: cfg, w: w, url: serveSync(t, d, tune...)}
+	waitCaptureReady(t, d)
+	return e
+}
+
+// waitCaptureReady waits until synchro.is_ready(), the answer the HTTP layer's
+// capture gate serves pull and rebuild by (503 not_ready until then). A
+// registry change (register_table, register_dependency) makes it false until
+// the worker has activated the new generation in source order.
+func waitCaptureReady(t *testing.T, d *testdb.DB) {
+	t.Helper()
 	waitFor(t, "capture ready", 30*time.Second, func() (bool, error) {
 		var ok bool
 		err := d.Pool.QueryRow(context.Background(), `SELECT synchro.is_ready()`).Scan(&ok)
 		return ok, err
 	})
-	return e
 }
 
 // serveSync serves the HTTP API of d over the service-role pool with HS256 auth
