@@ -245,18 +245,20 @@ func (a *Assembler) row(t *Txn, data []byte, op string) error {
 	return nil
 }
 
-// blockSize is the size of the blocks that row messages held in memory are
-// copied to; a message larger than a quarter of it gets one of its own.
+// blockSize is the largest block that row messages held in memory are copied
+// to; a message larger than a quarter of it gets one of its own.
 const blockSize = 64 << 10
 
 // keep returns a copy of a row message that the transaction holds in memory.
-// Copies share blocks, so that a narrow row costs its size and no allocation.
+// Copies share blocks, so that a narrow row costs its size and no allocation;
+// a transaction's first block fits its first message, and each next one is
+// twice as large as the one before, up to blockSize.
 func (t *Txn) keep(data []byte) []byte {
 	if len(data) > blockSize/4 {
 		return bytes.Clone(data)
 	}
 	if len(data) > cap(t.block)-len(t.block) {
-		t.block = make([]byte, 0, blockSize)
+		t.block = make([]byte, 0, min(blockSize, max(2*cap(t.block), len(data))))
 	}
 	t.block = append(t.block, data...)
 	return t.block[len(t.block)-len(data) : len(t.block) : len(t.block)]
