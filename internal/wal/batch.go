@@ -14,14 +14,14 @@ import (
 // batchTxn is one source transaction as synchro.materialize_transaction takes it;
 // its applicable events are staged apart (eventRows).
 type batchTxn struct {
-	CommitLSN          string       `json:"commit_lsn"`
-	EndLSN             string       `json:"end_lsn"`
-	Xid                uint32       `json:"xid"`
-	CommitTime         time.Time    `json:"commit_time"`
-	EventCount         int          `json:"event_count"`
-	Applied            int          `json:"applied"` // len(Events)
-	RegistryGeneration int64        `json:"registry_generation"`
-	Events             []batchEvent `json:"-"`
+	CommitLSN          string         `json:"commit_lsn"`
+	EndLSN             string         `json:"end_lsn"`
+	Xid                uint32         `json:"xid"`
+	CommitTime         time.Time      `json:"commit_time"`
+	EventCount         int            `json:"event_count"`
+	Applied            int            `json:"applied"` // len(Events)
+	RegistryGeneration int64          `json:"registry_generation"`
+	Events             []batchEvent   `json:"-"`
 	spill              *capture.Spill // the source transaction's spill file, where its images are when it has one
 }
 

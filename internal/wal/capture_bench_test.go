@@ -30,15 +30,12 @@ func BenchmarkBulkInsertMemory(b *testing.B) {
 		base := heapLive()
 		stopSampling := sampleHeap()
 		asm := capture.NewAssembler()
+		feed(b, asm, relationMessage())
 		var txn *capture.Txn
-		for msg := range bulkInsert(rows) {
-			t, err := asm.Feed(msg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			txn = t
+		for msg := range insertTxn(rows) {
+			txn = feed(b, asm, msg)
 		}
-		prepared, err := prepare(txn, reg, 1, rowImages{})
+		prepared, err := prepare(txn, reg, 1, batchImages([]*capture.Txn{txn}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -51,6 +48,38 @@ func BenchmarkBulkInsertMemory(b *testing.B) {
 	}
 	b.ReportMetric(retained/float64(b.N), "retained-B/event")
 	b.ReportMetric(peak/float64(b.N), "peak-B/event")
+}
+
+// BenchmarkOneRowTransaction assembles and prepares one source transaction of
+// one row event (the capture benchmark's 1-row transactions): the worker's Go
+// cost per transaction that does not depend on the database.
+func BenchmarkOneRowTransaction(b *testing.B) {
+	reg := bulkRegistry()
+	asm := capture.NewAssembler()
+	feed(b, asm, relationMessage())
+	var msgs [][]byte
+	for msg := range insertTxn(1) {
+		msgs = append(msgs, msg)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var txn *capture.Txn
+		for _, msg := range msgs {
+			txn = feed(b, asm, msg)
+		}
+		if _, err := prepare(txn, reg, 1, batchImages([]*capture.Txn{txn})); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// feed feeds asm one message and returns the transaction it completed, if any.
+func feed(b *testing.B, asm *capture.Assembler, msg []byte) *capture.Txn {
+	txn, err := asm.Feed(msg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return txn
 }
 
 // heapLive is the bytes of heap objects, garbage not yet collected included.
@@ -104,20 +133,25 @@ func bulkRegistry() *registry {
 		byName: map[[2]string]registration{{"app", "t"}: reg}, latest: 1}
 }
 
-// bulkInsert yields the pgoutput messages (protocol 1) of one transaction
+// relationMessage is app.t's relation message (pgoutput protocol 1).
+func relationMessage() []byte {
+	u32 := binary.BigEndian.AppendUint32
+	rel := append(u32([]byte{'R'}, bulkOID), "app\x00t\x00d\x00\x03"...)
+	for i, col := range []string{"id", "v", "owner"} {
+		rel = append(rel, byte(max(0, 1-i)))                       // flags: key column
+		rel = u32(u32(append(rel, col+"\x00"...), 25), 0xffffffff) // text, no typmod
+	}
+	return rel
+}
+
+// insertTxn yields the pgoutput messages (protocol 1) of one transaction
 // inserting rows rows into app.t, each in a buffer of its own as the stream
 // hands them over.
-func bulkInsert(rows int) func(yield func([]byte) bool) {
+func insertTxn(rows int) func(yield func([]byte) bool) {
 	const lsn = 0x1000000
 	u32, u64 := binary.BigEndian.AppendUint32, binary.BigEndian.AppendUint64
 	return func(yield func([]byte) bool) {
-		begin := u32(u64(u64([]byte{'B'}, lsn), 0), 42)
-		rel := append(u32([]byte{'R'}, bulkOID), "app\x00t\x00d\x00\x03"...)
-		for i, col := range []string{"id", "v", "owner"} {
-			rel = append(rel, byte(max(0, 1-i)))                       // flags: key column
-			rel = u32(u32(append(rel, col+"\x00"...), 25), 0xffffffff) // text, no typmod
-		}
-		if !yield(begin) || !yield(rel) {
+		if !yield(u32(u64(u64([]byte{'B'}, lsn), 0), 42)) {
 			return
 		}
 		for g := 1; g <= rows; g++ {
