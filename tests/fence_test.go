@@ -100,7 +100,7 @@ func TestFenceMessagesPairWithRowEvents(t *testing.T) {
 	for _, txn := range withRows {
 		for _, f := range txn.Fences {
 			if f.RegistrationKind != capture.KindSynced || f.TableID == nil || *f.TableID != 1 {
-				t.Fatalf("fence %+v: want a synced fence of table 1", f.Fence)
+				t.Fatalf("fence %+v of %+v: want a synced fence of table 1", f, *f.FenceTarget)
 			}
 			if f.Relation.Schema != "app" || f.Relation.Name != "docs" || f.Relation.OID == 0 {
 				t.Fatalf("fence relation identity %+v", f.Relation)
@@ -118,7 +118,7 @@ func TestFenceMessagesPairWithRowEvents(t *testing.T) {
 				t.Fatalf("fence %s not recorded: %v", f.FenceID, err)
 			}
 			if op != f.Op || key != f.Key() || version != f.Version || ordinal != f.Ordinal {
-				t.Fatalf("recorded fence (%s %s %s %d) differs from message %+v", op, key, version, ordinal, f.Fence)
+				t.Fatalf("recorded fence (%s %s %s %d) differs from message %+v", op, key, version, ordinal, f)
 			}
 		}
 	}
@@ -141,7 +141,7 @@ func TestFenceOfDependencyHasNoTableID(t *testing.T) {
 		SELECT synchro.register_dependency('app.members')`)
 	slot := d.CreateSlot(t)
 	d.Exec(t, `INSERT INTO app.members VALUES (7, 'u1'); DELETE FROM app.members WHERE id = 7`)
-	var fences []capture.FenceAt
+	var fences []capture.Fence
 	for _, txn := range d.Decode(t, slot) {
 		pairsOf(t, d, txn)
 		fences = append(fences, txn.Fences...)
@@ -151,7 +151,7 @@ func TestFenceOfDependencyHasNoTableID(t *testing.T) {
 	}
 	for _, f := range fences {
 		if f.RegistrationKind != capture.KindDependency || f.TableID != nil || f.Key() != "7" {
-			t.Fatalf("dependency fence %+v", f.Fence)
+			t.Fatalf("dependency fence %+v of %+v", f, *f.FenceTarget)
 		}
 	}
 	if string(fences[0].NewKey) != "7" || string(fences[1].OldKey) != "7" {

@@ -34,16 +34,22 @@ type Relation struct {
 
 // Fence is one write fence: the trigger's record of one row operation.
 type Fence struct {
-	RegistrationKind string          `json:"registration_kind"`
-	RelationID       int64           `json:"relation_id"`
-	Relation         Relation        `json:"relation"`
-	Op               string          `json:"op"`
-	Version          string          `json:"version"`
-	FenceID          string          `json:"fence_id"`
-	Ordinal          int64           `json:"ordinal"`
-	OldKey           json.RawMessage `json:"old_key,omitempty"`
-	NewKey           json.RawMessage `json:"new_key,omitempty"`
-	TableID          *int32          `json:"table_id,omitempty"`
+	*FenceTarget
+	Op      string          `json:"op"`
+	Version string          `json:"version"`
+	FenceID string          `json:"fence_id"`
+	Ordinal int64           `json:"ordinal"`
+	OldKey  json.RawMessage `json:"old_key,omitempty"`
+	NewKey  json.RawMessage `json:"new_key,omitempty"`
+}
+
+// FenceTarget is what a fence's row operation applies to: the registration
+// and relation. A transaction's fences share one while they apply to the same.
+type FenceTarget struct {
+	RegistrationKind string   `json:"registration_kind"`
+	RelationID       int64    `json:"relation_id"`
+	Relation         Relation `json:"relation"`
+	TableID          *int32   `json:"table_id,omitempty"`
 }
 
 // Key is the canonical text of the fence's row identity key (new key for
@@ -59,8 +65,12 @@ func (f Fence) Key() string {
 
 // ParseFence decodes and validates one fence message. Every field is required
 // as the registration kind and operation dictate; unknown fields are rejected.
-func ParseFence(b []byte) (Fence, error) {
-	f, ok := parseLayout(b)
+func ParseFence(b []byte) (Fence, error) { return parseFence(b, nil) }
+
+// parseFence is ParseFence; the fence shares target when it applies to the
+// same (the trigger's layout only).
+func parseFence(b []byte, target *FenceTarget) (Fence, error) {
+	f, ok := parseLayout(b, target)
 	if !ok {
 		var err error
 		if f, err = decodeFence(b); err != nil {
@@ -120,7 +130,7 @@ func ParseFence(b []byte) (Fence, error) {
 // one object (case-insensitive member names, the last of duplicate members
 // wins), no unknown members, nothing after it but whitespace.
 func decodeFence(b []byte) (Fence, error) {
-	var f Fence
+	f := Fence{FenceTarget: &FenceTarget{}}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -140,15 +150,19 @@ func decodeFence(b []byte) (Fence, error) {
 // the same Fence (FuzzParseLayout checks this). Only the values are copied out
 // of b, not the whole message, and the registration kind and operation are
 // the package's constants when they are one of them: a transaction keeps
-// every fence it buffers.
-func parseLayout(b []byte) (Fence, bool) {
+// every fence it buffers. The fence's target is shared when it equals it.
+func parseLayout(b []byte, shared *FenceTarget) (Fence, bool) {
 	var f Fence
+	var t, last FenceTarget
+	if shared != nil {
+		last = *shared
+	}
 	p := layout{b: b, ok: true}
-	f.RegistrationKind = known(p.str(`{"registration_kind":`), KindSynced, KindDependency)
-	f.RelationID = p.int(`,"relation_id":`, 64)
-	f.Relation.Schema = string(p.str(`,"relation":{"schema":`))
-	f.Relation.Name = string(p.str(`,"name":`))
-	f.Relation.OID = uint32(p.uint(`,"oid":`, 32))
+	t.RegistrationKind = known(p.str(`{"registration_kind":`), KindSynced, KindDependency)
+	t.RelationID = p.int(`,"relation_id":`, 64)
+	t.Relation.Schema = known(p.str(`,"relation":{"schema":`), last.Relation.Schema)
+	t.Relation.Name = known(p.str(`,"name":`), last.Relation.Name)
+	t.Relation.OID = uint32(p.uint(`,"oid":`, 32))
 	f.Op = known(p.str(`},"op":`), "insert", "update", "delete")
 	f.Version = string(p.str(`,"version":`))
 	f.FenceID = string(p.str(`,"fence_id":`))
@@ -159,12 +173,30 @@ func parseLayout(b []byte) (Fence, bool) {
 	if p.skip(`,"new_key":`) {
 		f.NewKey = p.key()
 	}
-	if p.skip(`,"table_id":`) {
-		id := int32(p.int("", 32))
-		f.TableID = &id
+	var tableID int32
+	hasTable := p.skip(`,"table_id":`)
+	if hasTable {
+		tableID = int32(p.int("", 32))
 	}
 	p.expect("}")
+	f.FenceTarget = shareTarget(shared, t, hasTable, tableID)
 	return f, p.ok && p.i == len(p.b)
+}
+
+// shareTarget returns shared when it is t with the given table id, else a new
+// target.
+func shareTarget(shared *FenceTarget, t FenceTarget, hasTable bool, tableID int32) *FenceTarget {
+	if shared != nil && t.RegistrationKind == shared.RegistrationKind && t.RelationID == shared.RelationID &&
+		t.Relation == shared.Relation && hasTable == (shared.TableID != nil) && (!hasTable || tableID == *shared.TableID) {
+		return shared
+	}
+	n := new(FenceTarget)
+	*n = t
+	if hasTable {
+		n.TableID = new(int32)
+		*n.TableID = tableID
+	}
+	return n
 }
 
 // known returns the one of names that b spells, else a copy of b.

@@ -40,13 +40,11 @@ func sub(s, old, new string) string {
 // parse to; edit changes it further.
 func want(kind, op, oldKey, newKey string, edit ...func(*Fence)) *Fence {
 	f := &Fence{
-		RegistrationKind: kind,
-		RelationID:       3,
-		Relation:         Relation{Schema: "bench", Name: "items", OID: 16402},
-		Op:               op,
-		Version:          "60374e1dcdfb8140a6fe91cf09b8366f",
-		FenceID:          "019ad6d2-1c4e-7a3b-9f1e-2b3c4d5e6f70",
-		Ordinal:          1,
+		FenceTarget: &FenceTarget{RegistrationKind: kind, RelationID: 3, Relation: Relation{Schema: "bench", Name: "items", OID: 16402}},
+		Op:          op,
+		Version:     "60374e1dcdfb8140a6fe91cf09b8366f",
+		FenceID:     "019ad6d2-1c4e-7a3b-9f1e-2b3c4d5e6f70",
+		Ordinal:     1,
 	}
 	if oldKey != "" {
 		f.OldKey = json.RawMessage(oldKey)
@@ -287,7 +285,7 @@ func TestParseLayout(t *testing.T) {
 		fence(KindDependency, "delete", `"old_key":0`),
 		sub(benchFence, `"schema":"bench"`, `"schema":"schéma"`),
 	} {
-		got, ok := parseLayout([]byte(in))
+		got, ok := parseLayout([]byte(in), nil)
 		if !ok {
 			t.Fatalf("not the trigger's layout: %s", in)
 		}
@@ -297,19 +295,52 @@ func TestParseLayout(t *testing.T) {
 	}
 }
 
+// A fence shares the target it is given when it applies to the same, and
+// only then.
+func TestFencesShareTheirTarget(t *testing.T) {
+	first, err := ParseFence([]byte(benchFence))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		in     string
+		shared bool
+	}{
+		{sub(benchFence, `"ordinal":1`, `"ordinal":2`), true},
+		{sub(sub(benchFence, `"op":"insert"`, `"op":"delete"`), `"new_key"`, `"old_key"`), true},
+		{sub(benchFence, `"table_id":1`, `"table_id":2`), false},
+		{sub(benchFence, `"relation_id":3`, `"relation_id":4`), false},
+		{sub(benchFence, `"name":"items"`, `"name":"other"`), false},
+		{fence(KindDependency, "insert", `"new_key":7`), false},
+	} {
+		f, err := parseFence([]byte(c.in), first.FenceTarget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := decodeFence([]byte(c.in))
+		if (f.FenceTarget == first.FenceTarget) != c.shared || !reflect.DeepEqual(f, want) {
+			t.Fatalf("%s: target %+v shared %v, want %v and %+v", c.in, f.FenceTarget, f.FenceTarget == first.FenceTarget, c.shared, want.FenceTarget)
+		}
+	}
+}
+
 // FuzzParseLayout checks the fast path against encoding/json: what parseLayout
-// accepts, decodeFence decodes to the same Fence.
+// accepts, decodeFence decodes to the same Fence, also when it may share a
+// target.
 func FuzzParseLayout(f *testing.F) {
 	for _, c := range fenceCases() {
 		f.Add([]byte(c.in))
 	}
+	shared, _ := ParseFence([]byte(benchFence))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, ok := parseLayout(b)
-		if !ok {
-			return
-		}
-		if want, err := decodeFence(b); err != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("parseLayout(%q) = %+v, decodeFence: %+v, %v", b, got, want, err)
+		for _, target := range []*FenceTarget{nil, shared.FenceTarget} {
+			got, ok := parseLayout(b, target)
+			if !ok {
+				return
+			}
+			if want, err := decodeFence(b); err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("parseLayout(%q) = %+v, decodeFence: %+v, %v", b, got, want, err)
+			}
 		}
 	})
 }

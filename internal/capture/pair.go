@@ -104,7 +104,7 @@ func Pair(t *Txn, resolve Resolver) ([]Paired, error) {
 		if f < 0 {
 			return nil, &Failure{Class: ClassFenceUnmatched, RelationID: reg.RelationID, Detail: "row event without a matching fence"}
 		}
-		fence := &t.Fences[f].Fence
+		fence := &t.Fences[f]
 		if fence.RegistrationKind != reg.Kind || fence.Relation != reg.Relation || fence.Op != ev.Op || !sameTable(fence.TableID, reg.TableID) {
 			return nil, &Failure{Class: ClassFenceMismatch, RelationID: reg.RelationID, Detail: "fence disagrees with its row event"}
 		}
@@ -152,7 +152,7 @@ type queueEnds struct{ first, last int32 }
 
 // queueFences queues fences by identity. Fence IDs must be unique, and the
 // fences of one identity must come in increasing ordinal order.
-func queueFences(fences []FenceAt) (*fenceQueues, error) {
+func queueFences(fences []Fence) (*fenceQueues, error) {
 	q := &fenceQueues{ends: make(map[identity]queueEnds, len(fences)), next: make([]int32, len(fences)), paired: make([]bool, len(fences))}
 	seen := make(map[string]struct{}, len(fences))
 	for i := range fences {

@@ -54,13 +54,6 @@ func (e RowEvent) OldValue(name string) (Column, bool) {
 	return Column{}, false
 }
 
-// FenceAt is a fence message with its place among the row events: Before row
-// events were decoded ahead of it.
-type FenceAt struct {
-	Fence
-	Before int
-}
-
 // ActivationAt is a registry activation message; row events with an ordinal
 // below Before precede it in source order and use the prior generation.
 type ActivationAt struct {
@@ -75,7 +68,7 @@ type Txn struct {
 	EndLSN      pglogrepl.LSN
 	CommitTime  time.Time
 	Rows        []RowEvent
-	Fences      []FenceAt
+	Fences      []Fence
 	Activations []ActivationAt
 	// Malformed holds the first fence or registry message that did not parse;
 	// the transaction is then a poison transaction.
@@ -93,6 +86,7 @@ type Txn struct {
 // whole committed transactions.
 type Assembler struct {
 	relations map[uint32]*Table
+	target    *FenceTarget // of the last fence, which the next one shares when it can
 	cur       *Txn
 	spillAt   int64  // 0: never spill
 	spillDir  string // "": the system's temporary directory
@@ -182,12 +176,13 @@ func (a *Assembler) Feed(data []byte) (*Txn, error) {
 func (a *Assembler) message(t *Txn, m *pglogrepl.LogicalDecodingMessage) {
 	switch m.Prefix {
 	case FencePrefix:
-		f, err := ParseFence(m.Content)
+		f, err := parseFence(m.Content, a.target)
 		if err != nil && t.Malformed == nil {
 			t.Malformed = err
 		}
 		if err == nil {
-			t.Fences = append(t.Fences, FenceAt{Fence: f, Before: len(t.Rows)})
+			t.Fences = append(t.Fences, f)
+			a.target = f.FenceTarget
 		}
 	case RegistryPrefix:
 		act, err := ParseRegistryActivation(m.Content)
