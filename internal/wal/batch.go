@@ -3,6 +3,7 @@ package wal
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -11,18 +12,43 @@ import (
 	"github.com/synchro-sync/synchro/internal/capture"
 )
 
-// batchTxn is one source transaction as synchro.materialize_transaction takes it;
-// its applicable events are staged apart (eventRows).
+// batchTxn is one source transaction as synchro.materialize_transaction takes it
+// (batchJSON); its applicable events are staged apart (eventRows).
 type batchTxn struct {
-	CommitLSN          string         `json:"commit_lsn"`
-	EndLSN             string         `json:"end_lsn"`
-	Xid                uint32         `json:"xid"`
-	CommitTime         time.Time      `json:"commit_time"`
-	EventCount         int            `json:"event_count"`
-	Applied            int            `json:"applied"` // len(Events)
-	RegistryGeneration int64          `json:"registry_generation"`
-	Events             []batchEvent   `json:"-"`
+	CommitLSN          pglogrepl.LSN
+	EndLSN             pglogrepl.LSN
+	Xid                uint32
+	CommitTime         time.Time
+	EventCount         int
+	Applied            int // len(Events)
+	RegistryGeneration int64
+	Events             []batchEvent
 	spill              *capture.Spill // the source transaction's spill file, where its images are when it has one
+}
+
+// batchJSON renders txns as synchro.materialize_transaction takes them:
+// [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}].
+func batchJSON(txns []batchTxn) []byte {
+	b := append(make([]byte, 0, 200*len(txns)), '[')
+	for i, t := range txns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendLSN(append(b, `{"commit_lsn":"`...), t.CommitLSN)
+		b = appendLSN(append(b, `","end_lsn":"`...), t.EndLSN)
+		b = strconv.AppendUint(append(b, `","xid":`...), uint64(t.Xid), 10)
+		b = t.CommitTime.AppendFormat(append(b, `,"commit_time":"`...), time.RFC3339Nano)
+		b = strconv.AppendInt(append(b, `","event_count":`...), int64(t.EventCount), 10)
+		b = strconv.AppendInt(append(b, `,"applied":`...), int64(t.Applied), 10)
+		b = strconv.AppendInt(append(b, `,"registry_generation":`...), t.RegistryGeneration, 10)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendLSN appends lsn in PostgreSQL's text form, as LSN.String has it.
+func appendLSN(b []byte, lsn pglogrepl.LSN) []byte {
+	return fmt.Appendf(b, "%X/%X", uint32(lsn>>32), uint32(lsn))
 }
 
 // batchEvent is one applicable row event; its image is empty for a delete.
@@ -60,22 +86,13 @@ var eventColumns = []string{"seq", "commit_lsn", "o", "r", "k", "op", "img", "pa
 // transaction's place in the batch from 1.
 type eventRows struct {
 	txns   []batchTxn
-	t, e   int   // the current row is txns[t].Events[e-1]
-	commit int64 // txns[t].CommitLSN: pgx has no pg_lsn type, and an int8 is sent as pg_lsn's binary form
-	err    error
+	t, e   int     // the current row is txns[t].Events[e-1]
+	values [10]any // the current row's, reused: pgx encodes a row before it asks for the next
 }
 
 func (r *eventRows) Next() bool {
 	for r.t < len(r.txns) {
 		if r.e < len(r.txns[r.t].Events) {
-			if r.e == 0 {
-				lsn, err := pglogrepl.ParseLSN(r.txns[r.t].CommitLSN)
-				if err != nil {
-					r.err = err
-					return false
-				}
-				r.commit = int64(lsn)
-			}
 			r.e++
 			return true
 		}
@@ -85,15 +102,18 @@ func (r *eventRows) Next() bool {
 }
 
 func (r *eventRows) Values() ([]any, error) {
-	ev := &r.txns[r.t].Events[r.e-1]
-	img, err := ev.Image.get(r.txns[r.t].spill)
+	t := &r.txns[r.t]
+	ev := &t.Events[r.e-1]
+	img, err := ev.Image.get(t.spill)
 	if err != nil {
 		return nil, err
 	}
-	return []any{r.t + 1, r.commit, ev.Ordinal, ev.RelationID, ev.Key, ev.Op, img, ev.Partial, ev.FenceID, ev.Version}, nil
+	// pgx has no pg_lsn type, and an int8 is sent as pg_lsn's binary form.
+	r.values = [10]any{r.t + 1, int64(t.CommitLSN), ev.Ordinal, ev.RelationID, ev.Key, ev.Op, img, ev.Partial, ev.FenceID, ev.Version}
+	return r.values[:], nil
 }
 
-func (r *eventRows) Err() error { return r.err }
+func (r *eventRows) Err() error { return nil }
 
 // rowImages holds the latest image of each row among the transactions of one
 // batch, so that a partial image (unchanged TOAST values left out) completes over
@@ -148,7 +168,7 @@ func overlay(base, top json.RawMessage) (json.RawMessage, error) {
 // the error is a *capture.Failure (any other error is the worker's own).
 func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (batchTxn, error) {
 	out := batchTxn{
-		CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(), Xid: txn.Xid,
+		CommitLSN: txn.CommitLSN, EndLSN: txn.EndLSN, Xid: txn.Xid,
 		CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: active,
 		spill: txn.Spill(),
 	}
@@ -158,14 +178,7 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 		}
 		out.RegistryGeneration = max(out.RegistryGeneration, a.Generation)
 	}
-	names := map[uint32]capture.Relation{}
-	for _, ev := range txn.Rows {
-		names[ev.Relation.OID] = ev.Relation
-		for _, rel := range ev.Truncated {
-			names[rel.OID] = rel
-		}
-	}
-	pairs, err := capture.Pair(txn, reg.resolver(active, txn, names))
+	pairs, err := capture.Pair(txn, reg.resolver(active, txn))
 	if err != nil {
 		return out, err
 	}

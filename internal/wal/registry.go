@@ -78,11 +78,15 @@ func generationAt(active int64, txn *capture.Txn, ordinal int) int64 {
 // them. A decoded relation that is not registered by OID but carries a registered
 // qualified name resolves to that registration, so that pairing reports the drift
 // (drop and recreate) instead of ignoring the relation.
-func (r *registry) resolver(active int64, txn *capture.Txn, names map[uint32]capture.Relation) capture.Resolver {
+func (r *registry) resolver(active int64, txn *capture.Txn) capture.Resolver {
+	var names map[uint32]capture.Relation // built at the first relation not registered by OID
 	return func(ordinal int, oid uint32) (capture.Registered, bool) {
 		g := generationAt(active, txn, ordinal)
 		reg, ok := r.byOID[oid]
 		if !ok {
+			if names == nil {
+				names = decodedRelations(txn)
+			}
 			rel, known := names[oid]
 			if !known {
 				return capture.Registered{}, false
@@ -96,6 +100,18 @@ func (r *registry) resolver(active int64, txn *capture.Txn, names map[uint32]cap
 		}
 		return reg.Registered, true
 	}
+}
+
+// decodedRelations returns the relations of a transaction's row events by OID.
+func decodedRelations(txn *capture.Txn) map[uint32]capture.Relation {
+	names := map[uint32]capture.Relation{}
+	for _, ev := range txn.Rows {
+		names[ev.Relation.OID] = ev.Relation
+		for _, rel := range ev.Truncated {
+			names[rel.OID] = rel
+		}
+	}
+	return names
 }
 
 // byID returns the registration of a relation id.

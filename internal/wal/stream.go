@@ -2,7 +2,6 @@ package wal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -320,7 +319,7 @@ func (s *stream) prepareBatch(ctx context.Context, b *inflight) error {
 			// A durable transaction replayed: its ledger row makes materialization
 			// a no-op. It is not paired again, because the registry generation
 			// active before it is no longer known (its own activations moved it).
-			b.prepared = append(b.prepared, batchTxn{CommitLSN: txn.CommitLSN.String(), EndLSN: txn.EndLSN.String(),
+			b.prepared = append(b.prepared, batchTxn{CommitLSN: txn.CommitLSN, EndLSN: txn.EndLSN,
 				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: s.prepActive})
 			continue
 		}
@@ -429,8 +428,7 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 		if err := w.step(StepMaterialized); err != nil {
 			return err
 		}
-		end, _ := pglogrepl.ParseLSN(b.prepared[r.n-1].EndLSN)
-		if err := s.acknowledge(ctx, end); err != nil {
+		if err := s.acknowledge(ctx, b.prepared[r.n-1].EndLSN); err != nil {
 			return err
 		}
 	}
@@ -482,7 +480,7 @@ func (s *stream) reportCatchUp(ctx context.Context, b *inflight, n int) error {
 	if now.Sub(last) < w.cfg.ProgressInterval {
 		return nil
 	}
-	pos := b.prepared[n-1].EndLSN
+	pos := b.prepared[n-1].EndLSN.String()
 	var behind int64
 	if err := w.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, pos).Scan(&behind); err != nil {
 		return fmt.Errorf("read WAL position: %w", err)
@@ -535,7 +533,7 @@ func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFai
 			if err != nil {
 				return i, nil, err
 			}
-			s.w.cfg.Log.Error("materialization failed", "worker", s.w.cfg.WorkerID, "commit_lsn", txns[i].CommitLSN,
+			s.w.cfg.Log.Error("materialization failed", "worker", s.w.cfg.WorkerID, "commit_lsn", txns[i].CommitLSN.String(),
 				"sqlstate", pgErr.Code, "relation_id", rel)
 			f := &matFailure{failure: &capture.Failure{Class: capture.ClassMaterialize, Detail: "materialization failed",
 				RelationID: rel}, sqlstate: pgErr.Code}
@@ -613,10 +611,7 @@ func (s *stream) failingRelation(ctx context.Context, txn batchTxn, sqlstate str
 // whatever happens: an attempt). No single value holds the events, so a source
 // transaction of any size fits.
 func (s *stream) materializeCall(ctx context.Context, txns []batchTxn, commit bool) error {
-	body, err := json.Marshal(txns)
-	if err != nil {
-		return err
-	}
+	body := batchJSON(txns)
 	tx, err := s.mat.Begin(ctx)
 	if err != nil {
 		return err

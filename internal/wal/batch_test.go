@@ -1,0 +1,38 @@
+package wal
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// batchJSON writes what encoding/json wrote for the batch before.
+func TestBatchJSON(t *testing.T) {
+	type jsonTxn struct {
+		CommitLSN          string    `json:"commit_lsn"`
+		EndLSN             string    `json:"end_lsn"`
+		Xid                uint32    `json:"xid"`
+		CommitTime         time.Time `json:"commit_time"`
+		EventCount         int       `json:"event_count"`
+		Applied            int       `json:"applied"`
+		RegistryGeneration int64     `json:"registry_generation"`
+	}
+	commit := time.Date(2026, 12, 2, 3, 4, 5, 123456000, time.UTC)
+	txns := []batchTxn{
+		{CommitLSN: 0x16B374D848, EndLSN: 0x16B374D8A0, Xid: 4294967295, CommitTime: commit, EventCount: 3, Applied: 2, RegistryGeneration: 7},
+		{CommitLSN: pglogrepl.LSN(0xFFFFFFFF00000001), EndLSN: 0, CommitTime: commit.Truncate(time.Second).In(time.FixedZone("x", 3600))},
+	}
+	var want []jsonTxn
+	for _, t := range txns {
+		want = append(want, jsonTxn{t.CommitLSN.String(), t.EndLSN.String(), t.Xid, t.CommitTime, t.EventCount, t.Applied, t.RegistryGeneration})
+	}
+	w, _ := json.Marshal(want)
+	if got := batchJSON(txns); string(got) != string(w) {
+		t.Fatalf("batchJSON = %s, want %s", got, w)
+	}
+	if got := batchJSON(nil); string(got) != "[]" {
+		t.Fatalf("batchJSON(nil) = %s", got)
+	}
+}
