@@ -74,6 +74,11 @@ func (t *Txn) Release() {
 	}
 }
 
+// ForgetEvents lets go of the transaction's row events and fences once its
+// applicable events are rendered; its positions, activations and spill file
+// (where a spilled transaction's rendered images are) stay.
+func (t *Txn) ForgetEvents() { t.Rows, t.Fences, t.block = nil, nil, nil }
+
 // Load decodes every column of a row event into its Old and New (only its
 // key columns were decoded), reading its message back from the spill file if
 // it went there. A loaded event, or a truncate, is left as it is.

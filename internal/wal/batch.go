@@ -164,8 +164,10 @@ func overlay(base, top json.RawMessage) (json.RawMessage, error) {
 // with fences and renders the applicable events, completing partial images over
 // last (the batch's rows so far, updated here; nil when the batch has no
 // partial image). A spilled transaction's images are written back to its
-// spill file. A transaction that cannot be prepared is a poison transaction:
-// the error is a *capture.Failure (any other error is the worker's own).
+// spill file. A prepared transaction lets go of its row events and fences: only
+// its images and positions are needed while it is materialized. A transaction
+// that cannot be prepared is a poison transaction: the error is a
+// *capture.Failure (any other error is the worker's own).
 func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (batchTxn, error) {
 	out := batchTxn{
 		CommitLSN: txn.CommitLSN, EndLSN: txn.EndLSN, Xid: txn.Xid,
@@ -191,6 +193,7 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 		out.Events = append(out.Events, ev)
 	}
 	out.Applied = len(out.Events)
+	txn.ForgetEvents()
 	return out, nil
 }
 
