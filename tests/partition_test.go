@@ -13,6 +13,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -345,6 +346,84 @@ func TestPartitionDetachSubpartitioned(t *testing.T) {
 	requireCaptureGoesOn(t, d, 1, deleted)
 	requireRecorded(t, d, "app.parts_1")
 	requireUnblocked(t, e)
+}
+
+// TestPartitionCatalogChecksBesideDetach: the catalog checks that run beside
+// DDL (synchro.catalog_drift, which the worker runs before each batch, and
+// readiness) neither deadlock with synchro.detach_partition nor report a
+// released partition as lost. They used to list the tree with
+// pg_partition_tree, which locks each partition after its parent (a check
+// holding app.parts_2 while waiting for app.parts_2b deadlocked with
+// detach_partition('app.parts_2b'), which locks the child first, and either
+// could be the one PostgreSQL ended) and reads pg_inherits under a newer
+// snapshot than the records (a detach committing meanwhile read as a lost
+// partition, blocking capture until the next check). Here a session runs
+// both checks back to back while partitions at both levels are created,
+// guarded and released 30 times; nothing may fail or report drift, and the
+// worker, which checks too, must never have seen drift.
+func TestPartitionCatalogChecksBesideDetach(t *testing.T) {
+	t.Parallel()
+	e := newDriftEnv(t)
+	d := e.d
+	d.Exec(t, `CREATE TABLE app.parts_2 PARTITION OF app.parts FOR VALUES FROM (1000) TO (2000) PARTITION BY RANGE (id);
+		CREATE TABLE app.parts_2a PARTITION OF app.parts_2 FOR VALUES FROM (1000) TO (1500);
+		SELECT synchro.guard_partitions()`)
+	checker := ownConn(t, d)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	checked := make(chan error, 1)
+	go func() {
+		var found []string
+		for ctx.Err() == nil {
+			rows, err := checker.Query(ctx, `
+				SELECT relation || ' ' || problem FROM synchro.catalog_drift()
+				UNION ALL
+				SELECT "check" || ': ' || reason FROM synchro.readiness WHERE "check" IN ('registry', 'triggers') AND NOT ok`)
+			if err == nil {
+				for rows.Next() {
+					var s string
+					if err = rows.Scan(&s); err != nil {
+						break
+					}
+					found = append(found, s)
+				}
+				rows.Close()
+				if err == nil {
+					err = rows.Err()
+				}
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			if err != nil || len(found) > 0 {
+				checked <- fmt.Errorf("catalog check beside detach_partition: %v; reported %q", err, found)
+				return
+			}
+		}
+		checked <- nil
+	}()
+	for i := 0; i < 30; i++ {
+		d.Exec(t, `CREATE TABLE app.parts_2b PARTITION OF app.parts_2 FOR VALUES FROM (1500) TO (2000);
+			CREATE TABLE app.parts_3 PARTITION OF app.parts FOR VALUES FROM (2000) TO (3000);
+			SELECT synchro.guard_partitions()`)
+		d.Exec(t, `SELECT synchro.detach_partition('app.parts_2b')`)
+		d.Exec(t, `SELECT synchro.detach_partition('app.parts_3')`)
+		d.Exec(t, `DROP TABLE app.parts_2b, app.parts_3`)
+	}
+	cancel()
+	select {
+	case err := <-checked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the catalog checks did not stop within 30s")
+	}
+	requireRecorded(t, d, "app.parts_1", "app.parts_2", "app.parts_2a")
+	requireUnblocked(t, e)
+	if strings.Contains(e.log.String(), "drifted") {
+		t.Fatalf("the worker saw relation drift:\n%s", e.log)
+	}
 }
 
 // TestPartitionDetachDefaultPartition: the DEFAULT partition is retired

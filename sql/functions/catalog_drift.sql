@@ -61,9 +61,9 @@ BEGIN
                          THEN format('has partition %s without a truncate guard that fires in every session (missing, disabled or not ENABLE ALWAYS: its TRUNCATE would go unseen)', unguarded.name)
                      WHEN changed.name IS NOT NULL
                          THEN format('has partition %s whose guards changed since recorded (disabled and enabled again, or dropped and created again: a TRUNCATE meanwhile would have gone unseen; synchro.accept_partition_guards attests that none did)', changed.name)
-                     WHEN c.relkind = 'p' AND EXISTS (SELECT FROM pg_partition_tree(c.oid::regclass) t
+                     WHEN c.relkind = 'p' AND EXISTS (SELECT FROM synchro.partition_tree(c.oid) t
                                                       JOIN pg_class pc ON pc.oid = t.relid
-                                                      WHERE t.relid::oid <> c.oid AND pc.relreplident <> 'd')
+                                                      WHERE pc.relreplident <> 'd')
                          THEN 'has a partition with a replica identity other than DEFAULT'
                  END AS problem
           FROM synchro.relation r
@@ -101,9 +101,11 @@ BEGIN
                              WHERE el.relation_id = r.relation_id AND e.enumlabel IS DISTINCT FROM el.label
                              ORDER BY el.enum_type, el.enum_value LIMIT 1) renamed ON true
           -- The first recorded partition no longer in the tree.
-          -- (The tree is listed once per relation, not once per recorded partition.)
+          -- (The tree is listed once per relation, not once per recorded partition;
+          -- synchro.partition_tree reads it under the snapshot the records are
+          -- read under, and locks nothing.)
           LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
-                             LEFT JOIN pg_partition_tree(r.relation_oid::regclass) t ON t.relid::oid = rp.partition_oid
+                             LEFT JOIN synchro.partition_tree(r.relation_oid) t ON t.relid = rp.partition_oid
                              WHERE rp.relation_id = r.relation_id AND t.relid IS NULL
                              ORDER BY rp.partition_name LIMIT 1) lost ON true
           -- The first recorded partition whose truncate guard may not fire.

@@ -140,11 +140,11 @@ BEGIN
                                  CASE WHEN t.oid IS NULL THEN 'missing'
                                       WHEN t.tgenabled NOT IN ('O', 'A') THEN 'disabled'
                                       ELSE 'altered' END)
-                   -- The relation and its partitions (the tree is empty for a plain table).
+                   -- The relation and its partitions (the tree is empty for a plain
+                   -- table; synchro.partition_tree locks nothing).
                    FROM (SELECT r.relation_oid AS relid, 0 AS level
                          UNION ALL
-                         SELECT t.relid::oid, t.level FROM pg_partition_tree(r.relation_oid::regclass) t
-                         WHERE t.relid::oid <> r.relation_oid) pt
+                         SELECT t.relid, t.level FROM synchro.partition_tree(r.relation_oid) t) pt
                    JOIN pg_class pc ON pc.oid = pt.relid
                    JOIN pg_namespace pn ON pn.oid = pc.relnamespace
                    CROSS JOIN (VALUES ('synchro_key_guard', 'key_guard', 27::int2,
