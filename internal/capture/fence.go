@@ -8,8 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/synchro-sync/synchro/internal/wire"
 )
 
 // Message prefixes emitted by sql/functions/fence.sql and
@@ -256,7 +257,7 @@ func (p *layout) num(prefix string) []byte {
 	for n < len(rest) && (rest[n] == '-' || '0' <= rest[n] && rest[n] <= '9') {
 		n++
 	}
-	if !p.ok || !isInteger(string(rest[:n])) {
+	if !p.ok || !wire.PlainInteger(string(rest[:n])) {
 		p.ok = false
 		return nil
 	}
@@ -306,20 +307,6 @@ func plain(s []byte) bool {
 	return utf8.Valid(s)
 }
 
-// isInteger reports whether s is a JSON number without fraction or exponent.
-func isInteger(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	if s == "" || s[0] == '0' && len(s) > 1 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // canonicalUUID reports whether s is a UUID in canonical lowercase text form,
 // 8-4-4-4-12 hex digits.
 func canonicalUUID(s string) bool {
@@ -354,7 +341,7 @@ func KeyText(raw json.RawMessage) (text string, valid bool) {
 		if err := json.Unmarshal(raw, &t); err == nil {
 			return t, true
 		}
-	case isInteger(string(raw)):
+	case wire.PlainInteger(string(raw)):
 		// As json.Number.Int64 would have it: an integer that fits in int64.
 		if _, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return string(raw), true

@@ -79,16 +79,17 @@ func AppendValue(b []byte, typeOID uint32, s string) ([]byte, error) {
 
 // isNumber reports whether s is a JSON number.
 func isNumber(s string) bool {
-	if plainInteger(s) {
+	if PlainInteger(s) {
 		return true
 	}
 	var n json.Number
 	return json.Unmarshal([]byte(s), &n) == nil
 }
 
-// plainInteger reports whether s is an integer in JSON's form: digits, with
-// no leading zero, after an optional minus sign.
-func plainInteger(s string) bool {
+// PlainInteger reports whether s is an integer in JSON's form (a JSON number
+// without fraction or exponent): digits, with no leading zero, after an
+// optional minus sign.
+func PlainInteger(s string) bool {
 	s = strings.TrimPrefix(s, "-")
 	if s == "" || s[0] == '0' && len(s) > 1 {
 		return false
