@@ -7,8 +7,10 @@
 -- and mutation (settings synchro.client_id / synchro.mutation_id). It writes no
 -- pull-visible effect (ADR 001). Outcome statuses: applied; conflict
 -- (version_conflict, with the current server_version and server_row); rejected
--- (policy_rejected, validation_failed, table_not_synced); retry
--- (server_retryable: lock timeout, deadlock, serialization failure). A table
+-- (policy_rejected, validation_failed, table_not_synced; constraints declared
+-- INITIALLY DEFERRED are checked within the mutation, so they reject it alone);
+-- retry (server_retryable: lock timeout, deadlock, serialization failure, an
+-- insert that lost a race with a concurrent insert of the key). A table
 -- that no longer matches its registration refuses the whole push (503
 -- not_ready). Messages name a column or constraint, never a value. A value whose
 -- JSON type is not its column's wire form (synchro.wire_type_error) is
@@ -36,6 +38,7 @@ DECLARE
     current_version text;
     base text := m ->> 'base_version';
     detail text;
+    state text;
     visible boolean;
     only_kw text;
 BEGIN
@@ -153,6 +156,12 @@ BEGIN
         ELSE
             EXECUTE format('DELETE FROM %s%I.%I x WHERE x.%I = $1::%s', only_kw, r.schema_name, r.relation_name, r.key_column, key_type) USING key_text;
         END IF;
+        -- Constraints and constraint triggers the table declares INITIALLY
+        -- DEFERRED are checked now, inside this mutation's savepoint: at the
+        -- push's commit a violation would fail every mutation of the push (a
+        -- 500 the client would retry for good). From here on the push's
+        -- transaction checks them at the end of each statement.
+        SET CONSTRAINTS ALL IMMEDIATE;
         IF op <> 'delete' THEN
             EXECUTE format('SELECT to_jsonb(x) FROM %s%I.%I x WHERE x.%I = $1::%s', only_kw, r.schema_name, r.relation_name, r.key_column, key_type)
                 INTO after USING key_text;
@@ -176,7 +185,15 @@ BEGIN
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
                                               'message', format('column "%s" must not be null', detail));
         WHEN integrity_constraint_violation THEN
-            GET STACKED DIAGNOSTICS detail = CONSTRAINT_NAME;
+            GET STACKED DIAGNOSTICS detail = CONSTRAINT_NAME, state = RETURNED_SQLSTATE;
+            -- An insert (or upsert) that found no row lost a race with another
+            -- transaction inserting the key, which it waited for: not the
+            -- client's mistake. Its retry sees that row (a version_conflict, or
+            -- an upsert's update).
+            IF state = '23505' AND op = 'insert' AND synchro.row_text(t, key_text) IS NOT NULL THEN
+                RETURN head || jsonb_build_object('status', 'retry', 'code', 'server_retryable',
+                                                  'message', 'the row was inserted concurrently; retry the mutation');
+            END IF;
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
                                               'message', format('constraint "%s" is violated', detail));
         WHEN data_exception THEN
