@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -151,4 +152,50 @@ func TestSyncPushRacingDirectInsert(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSyncRefusesDuplicateMembers: a body with an object that names one member
+// twice (also spelled differently: "ti\u0074le" is "title") is a 400
+// invalid_request that changes nothing, at every level: request fields, a
+// mutation's fields, pk, columns, a json column's value, the scope maps. JSON
+// leaves such a body's meaning open (encoding/json and jsonb take the last
+// value, other parsers the first): a proxy that checked the first
+// base_version, owner_id or client_id must not see another one applied.
+func TestSyncRefusesDuplicateMembers(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d1', 'u1', 'one'), ('b1', 'u2', 'theirs')`)
+	e.connect(t, "u1", "c1")
+	e.connect(t, "u1", "c2")
+	cur := e.rebuildScope(t, "u1", "c1", "user:u1", 100, newReplica())["final_scope_cursor"].(string)
+	push := func(m string) string { return `{"client_id":"c1","mutations":[` + m + `]}` }
+	cases := []struct{ name, path, body string }{
+		{"client_id twice", "/sync/pull", `{"client_id":"c2","client_id":"c1"}`},
+		{"client_id twice, escaped", "/sync/push", `{"client_id":"c1","mutations":[],"client_\u0069d":"c2"}`},
+		{"mutations twice", "/sync/push", `{"client_id":"c1","mutations":[],"mutations":[{"mutation_id":"x1","table":"docs","op":"delete","pk":{"id":"d1"}}]}`},
+		{"base_version twice", "/sync/push", push(`{"mutation_id":"x2","table":"docs","op":"update","pk":{"id":"d1"},"base_version":"stale","base_version":null,"columns":{"title":"dup"}}`)},
+		{"op twice", "/sync/push", push(`{"mutation_id":"x3","table":"docs","op":"update","op":"delete","pk":{"id":"d1"},"columns":{"title":"dup"}}`)},
+		{"pk member twice", "/sync/push", push(`{"mutation_id":"x4","table":"docs","op":"delete","pk":{"id":"b1","id":"d1"}}`)},
+		{"column twice", "/sync/push", push(`{"mutation_id":"x5","table":"docs","op":"insert","pk":{"id":"n1"},"columns":{"owner_id":"u2","owner_id":"u1"}}`)},
+		{"column twice, escaped", "/sync/push", push(`{"mutation_id":"x6","table":"docs","op":"update","pk":{"id":"d1"},"columns":{"title":"dup","ti\u0074le":"dup2"}}`)},
+		{"member twice in a json value", "/sync/push", push(`{"mutation_id":"x7","table":"docs","op":"update","pk":{"id":"d1"},"columns":{"meta":{"a":[{"k":1,"k":2}]}}}`)},
+		{"scope twice", "/sync/pull", `{"client_id":"c1","scopes":{"user:u1":{"cursor":"` + cur + `"},"user:u1":{"cursor":null}}}`},
+		{"cursor twice", "/sync/pull", `{"client_id":"c1","scopes":{"user:u1":{"cursor":null,"cursor":"` + cur + `"}}}`},
+		{"known scope twice", "/sync/connect", `{"client_id":"c1","protocol_version":3,"known_scopes":{"user:u1":{"cursor":null},"user:u1":{"cursor":null}}}`},
+		{"scope twice in rebuild", "/sync/rebuild", `{"client_id":"c1","scope":"user:u2","scope":"user:u1"}`},
+		{"member twice in an ignored field", "/sync/pull", `{"client_id":"c1","extra":{"a":1,"a":1}}`},
+	}
+	for _, c := range cases {
+		epRequireError(t, c.name, e.post(t, "u1", c.path, c.body), http.StatusBadRequest, "invalid_request", "dup", "stale")
+	}
+	if got := rowsOf(t, e.d, `SELECT concat_ws('|', id, owner_id, title, meta) FROM app.docs ORDER BY id`); mustMarshal(t, got) !=
+		mustMarshal(t, []string{"b1|u2|theirs", "d1|u1|one"}) {
+		t.Fatalf("refused pushes wrote: %v", got)
+	}
+	if n := queryInt(t, e.d, `SELECT (SELECT count(*) FROM synchro.mutation) + (SELECT count(*) FROM synchro.fence WHERE client_id IS NOT NULL)`); n != 0 {
+		t.Fatalf("refused pushes recorded %d mutations and fences", n)
+	}
+	// Members of one name in different objects, and names that differ, are fine.
+	resp := e.push(t, "u1", "c1", mut("ok", "docs", "update", map[string]any{"id": "d1"},
+		map[string]any{"title": "t", "meta": map[string]any{"a": map[string]any{"title": 1}, "A": []any{map[string]any{"a": 1}, map[string]any{"a": 2}}}}))
+	hostileOutcome(t, resp, "ok", "accepted", "applied", "")
 }

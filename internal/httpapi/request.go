@@ -169,7 +169,10 @@ func join(path, name string) string {
 }
 
 // checkJSON verifies that body is exactly one JSON object, no deeper than
-// maxDepth, with no NUL character in any string, and only what PostgreSQL's
+// maxDepth, with no NUL character in any string, no object naming one member
+// twice (JSON leaves the meaning open: encoding/json and jsonb take the last
+// value, other parsers the first, so a proxy in front may have checked another
+// value than the one applied), and only what PostgreSQL's
 // jsonb can hold (values of pk and columns reach it as sent): no lone UTF-16
 // surrogate escape, no number beyond the range of numeric. Its numbers written
 // out in full (as PostgreSQL renders numeric) must fit in maxDigits: a few
@@ -178,7 +181,13 @@ func join(path, name string) string {
 func checkJSON(body []byte, maxDepth int, maxDigits int64) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	depth := 0
+	var open []jsonLevel // the objects and arrays open at a token, innermost last
+	// valueDone notes that a value of the innermost object or array ended.
+	valueDone := func() {
+		if len(open) > 0 {
+			open[len(open)-1].wantName = open[len(open)-1].names != nil
+		}
+	}
 	first := true
 	var digits int64
 	for {
@@ -195,17 +204,31 @@ func checkJSON(body []byte, maxDepth int, maxDigits int64) error {
 		first = false
 		switch t := tok.(type) {
 		case json.Delim:
-			if t == '{' || t == '[' {
-				depth++
-				if depth > maxDepth {
+			switch t {
+			case '{', '[':
+				if len(open) == maxDepth {
 					return fmt.Errorf("request body is nested deeper than %d levels", maxDepth)
 				}
-			} else {
-				depth--
+				if t == '{' {
+					open = append(open, jsonLevel{names: map[string]bool{}, wantName: true})
+				} else {
+					open = append(open, jsonLevel{})
+				}
+			default:
+				open = open[:len(open)-1]
+				valueDone()
 			}
 		case string:
 			if strings.ContainsRune(t, 0) {
 				return errors.New("request body contains a NUL character")
+			}
+			if in := &open[len(open)-1]; in.wantName {
+				if in.names[t] {
+					return errors.New("request body has an object that names one member twice")
+				}
+				in.names[t], in.wantName = true, false
+			} else {
+				valueDone()
 			}
 		case json.Number:
 			n, ok := writtenOut(string(t))
@@ -215,8 +238,11 @@ func checkJSON(body []byte, maxDepth int, maxDigits int64) error {
 			if digits += n; digits > maxDigits {
 				return fmt.Errorf("request body has numbers of more than %d digits in all when written out without exponents", maxDigits)
 			}
+			valueDone()
+		default: // true, false, null
+			valueDone()
 		}
-		if depth == 0 && dec.More() {
+		if len(open) == 0 && dec.More() {
 			return errors.New("request body has data after the JSON object")
 		}
 	}
@@ -227,6 +253,12 @@ func checkJSON(body []byte, maxDepth int, maxDigits int64) error {
 		return errors.New("request body has an unpaired UTF-16 surrogate escape")
 	}
 	return nil
+}
+
+// jsonLevel is an object or array that checkJSON is in.
+type jsonLevel struct {
+	names    map[string]bool // an object's member names so far; nil for an array
+	wantName bool            // in an object: the next string is a member name
 }
 
 // PostgreSQL numeric holds at most this many digits before and after the
