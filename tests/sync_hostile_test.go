@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -198,4 +200,67 @@ func TestSyncRefusesDuplicateMembers(t *testing.T) {
 	resp := e.push(t, "u1", "c1", mut("ok", "docs", "update", map[string]any{"id": "d1"},
 		map[string]any{"title": "t", "meta": map[string]any{"a": map[string]any{"title": 1}, "A": []any{map[string]any{"a": 1}, map[string]any{"a": 2}}}}))
 	hostileOutcome(t, resp, "ok", "accepted", "applied", "")
+}
+
+// TestSyncPushLongScopeID: a table whose sql scope rule puts a row, beside its
+// owner's scope, in a scope named after a column the client writes. A push
+// (allowed by the default write policy: the row is in the user's scope) whose
+// row would be in a scope id longer than synchro.max_scope_bytes() is rejected
+// as validation_failed and writes nothing: materialized, that scope would not
+// fit its membership index entry and would block capture for every client.
+// A scope id of exactly the limit beside the longest key is captured.
+func TestSyncPushLongScopeID(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, `
+		CREATE TABLE app.posts (id text PRIMARY KEY, owner_id text NOT NULL, tag text);
+		SELECT synchro.register_table('app.posts', $${"kind":"sql",
+			"membership":"SELECT 'user:' || ($1->>'owner_id') UNION ALL SELECT 'tag:' || ($1->>'tag') WHERE $1->>'tag' IS NOT NULL",
+			"impacts":{}}$$)`)
+	waitCaptureReady(t, e.d)
+	e.connect(t, "u1", "c1")
+	limit := int(queryInt(t, e.d, `SELECT synchro.max_scope_bytes()`))
+	maxKey := int(queryInt(t, e.d, `SELECT synchro.max_key_bytes()`))
+	// Incompressible text: a repeated character would fit the index compressed.
+	longest := hostileNoise(maxKey)
+	tag := hostileNoise(limit - len("tag:"))
+	resp := e.push(t, "u1", "c1",
+		mut("long", "posts", "insert", map[string]any{"id": "p1"}, map[string]any{"owner_id": "u1", "tag": tag + "x"}),
+		mut("grow", "posts", "insert", map[string]any{"id": "p2"}, map[string]any{"owner_id": "u1", "tag": "short"}),
+		mut("grow2", "posts", "update", map[string]any{"id": "p2"}, map[string]any{"tag": tag + "y"}),
+		mut("fits", "posts", "insert", map[string]any{"id": longest}, map[string]any{"owner_id": "u1", "tag": tag}))
+	for _, id := range []string{"long", "grow2"} {
+		o := hostileOutcome(t, resp, id, "rejected", "rejected", "validation_failed")
+		epRequireNoLeak(t, id, []byte(mustMarshal(t, o)), tag[:20])
+	}
+	hostileOutcome(t, resp, "grow", "accepted", "applied", "")
+	hostileOutcome(t, resp, "fits", "accepted", "applied", "")
+	if got := rowsOf(t, e.d, `SELECT id || '|' || length(tag) FROM app.posts ORDER BY length(id)`); mustMarshal(t, got) !=
+		mustMarshal(t, []string{"p2|5", longest + "|" + strconv.Itoa(len(tag))}) {
+		t.Fatalf("posts after the push: %v", got)
+	}
+	// Capture is not blocked: both rows reach the user's scope, the long key in
+	// the scope of exactly the limit too.
+	waitMaterialized(t, e.d)
+	r := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 100, r)
+	if len(r.rows["user:u1"]) != 2 {
+		t.Fatalf("user:u1 holds %d rows, want 2", len(r.rows["user:u1"]))
+	}
+	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.membership WHERE scope = $1 AND to_lsn IS NULL`, "tag:"+tag); n != 1 {
+		t.Fatalf("the scope of exactly the limit has %d open memberships, want 1", n)
+	}
+}
+
+// hostileNoise is n bytes of incompressible text (base-36 digits of a
+// xorshift sequence), the same for every call.
+func hostileNoise(n int) string {
+	var b strings.Builder
+	x := uint64(88172645463325252)
+	for b.Len() < n {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b.WriteString(strconv.FormatUint(x, 36))
+	}
+	return b.String()[:n]
 }

@@ -12,7 +12,9 @@
 -- retry (server_retryable: lock timeout, deadlock, serialization failure, an
 -- insert that lost a race with a concurrent insert of the key). A table
 -- that no longer matches its registration refuses the whole push (503
--- not_ready). Messages name a column or constraint, never a value. A value whose
+-- not_ready). A row that would belong to a scope id longer than
+-- synchro.max_scope_bytes is validation_failed (it would block capture).
+-- Messages name a column or constraint, never a value. A value whose
 -- JSON type is not its column's wire form (synchro.wire_type_error) is
 -- validation_failed, never coerced.
 CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text, m jsonb)
@@ -39,6 +41,7 @@ DECLARE
     base text := m ->> 'base_version';
     detail text;
     state text;
+    scopes text[];
     visible boolean;
     only_kw text;
 BEGIN
@@ -170,9 +173,15 @@ BEGIN
         IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
             RAISE EXCEPTION USING ERRCODE = 'SYPOL';
         END IF;
+        scopes := ARRAY(SELECT synchro.scopes_of(t.scope_rule, key_text, coalesce(after, before), true));
+        -- A scope id the client's values make too long for its index entries
+        -- would block capture for every client once materialized.
+        IF after IS NOT NULL AND EXISTS (SELECT FROM unnest(scopes) s WHERE octet_length(s) > synchro.max_scope_bytes()) THEN
+            RAISE EXCEPTION USING ERRCODE = 'program_limit_exceeded';
+        END IF;
         -- A registered policy may allow a write that leaves (or stays) outside
         -- the user's scopes: the row and its version go back only when it is in one.
-        visible := EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key_text, coalesce(after, before), true) s WHERE s = ANY (c.scope_set));
+        visible := scopes && c.scope_set;
         RETURN head || jsonb_build_object('status', 'applied',
             'server_version', CASE WHEN visible THEN (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = r.relation_id AND h.key = key_text) END,
             'server_row_text', CASE WHEN visible THEN synchro.row_text(t, key_text) END);
