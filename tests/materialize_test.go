@@ -601,6 +601,52 @@ func partialImageTable(t *testing.T, d *testdb.DB) {
 		ALTER TABLE app.big DISABLE TRIGGER synchro_key_guard`)
 }
 
+// TestMaterializeUpdateWithOutOfLineKey: a long key (within
+// synchro.max_key_bytes) can itself be stored out of line. With the key guard
+// disabled (which rebuilt the new tuple), pgoutput then sends an update of
+// another column with the key unchanged in the new tuple and the whole key in
+// the old one (PostgreSQL logs the replica identity of an update in full when
+// it has out-of-line values). That is no relation drift: the update must be
+// paired by the old tuple's key and materialized, not quarantined for good.
+func TestMaterializeUpdateWithOutOfLineKey(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.long (id text PRIMARY KEY, a text, b text, v text);
+		SELECT synchro.register_table('app.long', '{"kind":"shared","scope":"all"}');
+		ALTER TABLE app.long DISABLE TRIGGER synchro_key_guard`)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	peek := d.CreateSlot(t)
+	// Hex digits do not compress: the 992-byte key, the widest value, goes out of line.
+	d.Exec(t, `INSERT INTO app.long SELECT
+		(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 31) g),
+		(SELECT string_agg(md5((-g)::text), '') FROM generate_series(1, 28) g),
+		(SELECT string_agg(md5((100 + g)::text), '') FROM generate_series(1, 28) g), 'v0'`)
+	waitMaterialized(t, d)
+	d.Exec(t, `UPDATE app.long SET v = 'v1'`)
+	waitMaterialized(t, d)
+
+	unchanged := 0
+	for _, txn := range d.Decode(t, peek) {
+		for _, ev := range txn.Rows {
+			if c, ok := ev.Value("id"); ok && c.Unchanged && ev.Op == "update" {
+				unchanged++
+			}
+		}
+	}
+	if unchanged != 1 {
+		t.Fatalf("premise: pgoutput sent %d updates with the key unchanged in the new tuple, want 1", unchanged)
+	}
+	if !queryBool(t, d, `SELECT p.key = l.id AND p.image = to_jsonb(l) FROM synchro.projection p, app.long l`) {
+		t.Fatalf("projection differs from the row: %s", queryText(t, d, `SELECT left(image::text, 120) FROM synchro.projection`))
+	}
+	if got := rowsOf(t, d, `SELECT op FROM synchro.event_ledger ORDER BY commit_lsn`); !slices.Equal(got, []string{"insert", "update"}) {
+		t.Fatalf("event ledger %v, want the insert and the update", got)
+	}
+	requireEffectVersions(t, d)
+	requireDigests(t, d)
+}
+
 // requireBodiesKept: every row version ever recorded of app.big holds the body
 // (partial images were completed), effects carry their versions and digests agree.
 func requireBodiesKept(t *testing.T, d *testdb.DB) {

@@ -126,6 +126,11 @@ func pairKey(ev *RowEvent, reg *Registered) (string, error) {
 		return "", &Failure{Class: ClassRelationDrift, RelationID: reg.RelationID, Detail: "replica identity or key of the decoded relation differs from the registration"}
 	}
 	key, ok := ev.Value(reg.KeyColumn)
+	if ok && key.Unchanged && ev.Op == "update" {
+		// A key stored out of line that the update left alone is not in the new
+		// tuple; PostgreSQL then logs the old key in full.
+		key, ok = ev.OldValue(reg.KeyColumn)
+	}
 	if !ok || key.Null || key.Unchanged {
 		return "", &Failure{Class: ClassRelationDrift, RelationID: reg.RelationID, Detail: "registered key column missing from the decoded row"}
 	}
