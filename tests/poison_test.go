@@ -516,15 +516,7 @@ func TestIdleAcknowledgementPastOpenTransaction(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&written); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "idle acknowledgement past the open transaction's rows", 30*time.Second, func() (bool, error) {
-		var ok bool
-		err := d.Pool.QueryRow(ctx, `SELECT coalesce(acknowledged_end_lsn > $1::pg_lsn, false) FROM synchro.progress`, written).Scan(&ok)
-		return ok, err
-	})
-	w.stop(t)
-	cfg.WorkerID = "w2"
-	startWorker(t, d, cfg)
-	waitState(t, d, "w2", "streaming")
+	restartAfterAcknowledgementPast(t, d, w, cfg, written, "the open transaction's rows")
 	if _, err := conn.Exec(ctx, `INSERT INTO app.docs VALUES (4, 'open'); COMMIT`); err != nil {
 		t.Fatal(err)
 	}

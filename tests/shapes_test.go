@@ -668,6 +668,36 @@ func TestShapeTwoPhaseCommit(t *testing.T) {
 	}
 }
 
+// TestTwoPhaseCommitAcrossIdleAcknowledgementAndRestart: an idle
+// acknowledgement may pass the PREPARE TRANSACTION record (the transaction
+// commits later, at COMMIT PREPARED). After a worker restart at that
+// acknowledgement, the prepared transaction's rows are still decoded and
+// materialized, as one transaction at its COMMIT PREPARED, when it commits.
+func TestTwoPhaseCommitAcrossIdleAcknowledgementAndRestart(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	cfg := workerConfig(d, "w1")
+	w := startStreaming(t, d, cfg)
+	gid := "restart_" + d.Name
+	t.Cleanup(func() { _, _ = d.Pool.Exec(context.Background(), `ROLLBACK PREPARED '`+gid+`'`) })
+	before := queryText(t, d, `SELECT pg_current_wal_insert_lsn()::text`)
+	d.Exec(t, `BEGIN; INSERT INTO app.docs SELECT i, 'prepared' FROM generate_series(1, 3) i; PREPARE TRANSACTION '`+gid+`'`)
+	prepared := queryText(t, d, `SELECT pg_current_wal_insert_lsn()::text`)
+	xid := queryInt(t, d, `SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE gid = $1`, gid)
+	d.Exec(t, `INSERT INTO app.docs VALUES (10, 'while prepared')`)
+	restartAfterAcknowledgementPast(t, d, w, cfg, prepared, "the PREPARE record")
+	d.Exec(t, `COMMIT PREPARED '`+gid+`'`)
+	after := queryText(t, d, `SELECT pg_current_wal_insert_lsn()::text`)
+	waitMaterialized(t, d)
+	c := committedXid(t, d.Pool, queryText(t, d, `SELECT DISTINCT xid::text FROM synchro.fence WHERE xid::text::bigint % 4294967296 = $1`, xid), before, after)
+	requireMaterializedOnce(t, d, 3, c)
+	if got := rowsOf(t, d, `SELECT key FROM synchro.synced_row ORDER BY key::int`); !slices.Equal(got, []string{"1", "2", "3", "10"}) {
+		t.Fatalf("synced rows %v, want the prepared transaction's three and the one committed meanwhile", got)
+	}
+	requireDigests(t, d)
+}
+
 // valsSchema registers app.vals with values of many kinds (shared scope "all")
 // and app.nums with bigint keys at the ends of their range.
 const valsSchema = `CREATE SCHEMA app;

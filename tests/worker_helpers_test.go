@@ -151,6 +151,22 @@ func startStreaming(t *testing.T, d *testdb.DB, cfg wal.Config) *runningWorker {
 	return w
 }
 
+// restartAfterAcknowledgementPast waits until the durable acknowledgement is
+// past lsn, stops worker w and starts another one (worker id w2) with cfg,
+// which resumes the stream from that acknowledgement.
+func restartAfterAcknowledgementPast(t *testing.T, d *testdb.DB, w *runningWorker, cfg wal.Config, lsn, what string) {
+	t.Helper()
+	waitFor(t, "an acknowledgement past "+what, 30*time.Second, func() (bool, error) {
+		var ok bool
+		err := d.Pool.QueryRow(context.Background(), `SELECT coalesce(acknowledged_end_lsn > $1::pg_lsn, false) FROM synchro.progress`, lsn).Scan(&ok)
+		return ok, err
+	})
+	w.stop(t)
+	cfg.WorkerID = "w2"
+	startWorker(t, d, cfg)
+	waitState(t, d, "w2", "streaming")
+}
+
 // waitState waits until the worker's heartbeat reports state.
 func waitState(t *testing.T, d *testdb.DB, workerID, state string) {
 	t.Helper()
