@@ -529,6 +529,43 @@ func TestIdleAcknowledgementPastOpenTransaction(t *testing.T) {
 	}
 }
 
+// TestLockTimeoutIsNotPoison: a materialization that fails for a reason of the
+// moment, here lock_timeout while another transaction holds the progress row,
+// only restarts the worker's session; the transaction is not quarantined, and it
+// is materialized once the lock is released.
+func TestLockTimeoutIsNotPoison(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	ctx := context.Background()
+	d.Exec(t, fmt.Sprintf(`ALTER DATABASE %q SET lock_timeout = '100ms'`, d.Name))
+	d.Pool.Reset() // new connections, the worker's too, take the setting
+	cfg := workerConfig(d, "w1")
+	log := logTo(&cfg)
+	startStreaming(t, d, cfg)
+	holder, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT FROM synchro.progress FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	c := commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'waits for the lock')`)
+	waitFor(t, "a materialization that timed out on the lock", 30*time.Second, func() (bool, error) {
+		var poisoned bool
+		if err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.poison_txn)`).Scan(&poisoned); err != nil || poisoned {
+			return false, fmt.Errorf("a lock timeout was quarantined as poison (%v)", err)
+		}
+		return strings.Contains(log.String(), "(SQLSTATE 55P03)"), nil
+	})
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, c)
+}
+
 // TestPoisonBlocksIdleAcknowledgement: while a poison transaction blocks the
 // stream, no idle processed boundary can be recorded past it.
 func TestPoisonBlocksIdleAcknowledgement(t *testing.T) {

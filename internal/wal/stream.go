@@ -633,7 +633,9 @@ func (s *stream) materializeCall(ctx context.Context, txns []batchTxn, commit bo
 }
 
 // poisonable tells a failure of the transaction itself from a passing one
-// (connection, resources, serialization, shutdown), which only restarts the session.
+// (connection, resources, serialization, shutdown, cancellation, lock_timeout,
+// a session or transaction timeout), which only restarts the session: a retry
+// of the same transaction may pass.
 func poisonable(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -641,6 +643,10 @@ func poisonable(err error) bool {
 	}
 	switch pgErr.Code[:2] {
 	case "08", "40", "53", "57", "58":
+		return false
+	}
+	switch pgErr.Code {
+	case "55P03", "25P03", "25P04": // lock_not_available, idle_in_transaction_session_timeout, transaction_timeout
 		return false
 	}
 	return true
