@@ -2,9 +2,14 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/testdb"
@@ -24,6 +29,30 @@ func asRole(t *testing.T, d *testdb.DB, role, sql string) error {
 	}
 	_, err = tx.Exec(ctx, sql)
 	return err
+}
+
+// loginAs creates a login role (dropped when the test ends) that is a member of
+// role only, as a DBA would create for an operator or a service, and returns the
+// URL of the test database for it.
+func loginAs(t *testing.T, d *testdb.DB, role string) string {
+	t.Helper()
+	login := strings.ToLower(fmt.Sprintf("%s_%s", role, strings.ReplaceAll(d.Name, "-", "_")))
+	if len(login) > 63 {
+		login = login[len(login)-63:]
+	}
+	ident := pgx.Identifier{login}.Sanitize()
+	d.Exec(t, fmt.Sprintf(`CREATE ROLE %s LOGIN IN ROLE %s`, ident, pgx.Identifier{role}.Sanitize()))
+	t.Cleanup(func() {
+		if err := d.ExecErr(`DROP OWNED BY ` + ident + `; DROP ROLE ` + ident); err != nil {
+			t.Errorf("drop role %s: %v", login, err)
+		}
+	})
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(login)
+	return u.String()
 }
 
 func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {

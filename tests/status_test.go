@@ -61,6 +61,27 @@ func TestSynchroctlStatus(t *testing.T) {
 		t.Fatalf("json status: %+v", report)
 	}
 
+	// A DBA gives an operator a login role that is a member of synchro_operator
+	// and nothing else: status, poison list and registry list work for it as for
+	// the schema owner (operator functions are granted to synchro_operator).
+	operator := loginAs(t, d, "synchro_operator")
+	code, out, stderr := run(t, ctl, "status", "--database-url", operator)
+	if code != 0 {
+		t.Fatalf("synchroctl status as an operator exited %d:\n%s", code, stderr)
+	}
+	for _, want := range []string{"READY: yes", "generation_start", "acknowledged", "status-w", "streaming", "POISON: 0 blocking"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("synchroctl status as an operator lacks %q:\n%s", want, out)
+		}
+	}
+	if out := runOK(t, ctl, "poison", "list", "--database-url", operator); out != "no blocking poison transactions\n" {
+		t.Fatalf("synchroctl poison list as an operator:\n%s", out)
+	}
+	out = runOK(t, ctl, "registry", "list", "--database-url", operator)
+	if lines := strings.Split(strings.TrimRight(out, "\n"), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "app.docs") {
+		t.Fatalf("synchroctl registry list as an operator:\n%s", out)
+	}
+
 	// A poison transaction makes it not ready and is counted.
 	d.Exec(t, `ALTER TABLE app.docs DISABLE TRIGGER synchro_fence; INSERT INTO app.docs VALUES (2, 'b')`)
 	waitFor(t, "status shows the poison", 30*time.Second, func() (bool, error) {

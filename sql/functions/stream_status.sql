@@ -3,7 +3,8 @@
 -- psql). No row when no stream was started; NULL slot fields when the slot is gone.
 -- history_pruned_commit: the capture history (event ledger, write fences) of
 -- transactions up to that commit was pruned (synchro.prune_capture_history);
--- NULL when none was.
+-- NULL when none was. Definer, like synchro.evaluate_readiness: the operator role
+-- reads the positions without rights on the tables behind them.
 DROP FUNCTION IF EXISTS synchro.stream_status(OUT uuid, OUT name, OUT pg_lsn, OUT pg_lsn, OUT pg_lsn, OUT pg_lsn,
     OUT pg_lsn, OUT pg_lsn, OUT bigint, OUT numeric, OUT timestamptz);
 CREATE OR REPLACE FUNCTION synchro.stream_status(
@@ -13,6 +14,7 @@ CREATE OR REPLACE FUNCTION synchro.stream_status(
     OUT history_pruned_commit pg_lsn)
 RETURNS SETOF record
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT p.stream_generation, p.slot_name, p.generation_start_lsn, p.materialized_commit_lsn,

@@ -6,6 +6,12 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA synchro FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION synchro.retry_poison(bigint) TO synchro_operator;
 GRANT SELECT ON synchro.poison TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.stream_status() TO synchro_operator;
+-- What synchroctl status and registry list read besides: worker heartbeats and
+-- the registered relations (identities, keys, wire names; no row data).
+GRANT SELECT ON synchro.worker_heartbeat TO synchro_operator;
+GRANT SELECT (relation_id, registration_kind, schema_name, relation_name, relation_oid, key_column, key_type, generation)
+    ON synchro.relation TO synchro_operator;
+GRANT SELECT (relation_id, table_id, name, push_policy) ON synchro.synced_table TO synchro_operator;
 GRANT SELECT ON synchro.readiness TO synchro_operator;
 -- The view calls it with the reader's privileges; it reads the tables as definer.
 GRANT EXECUTE ON FUNCTION synchro.evaluate_readiness() TO synchro_operator;
