@@ -1,14 +1,18 @@
 package tests
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/httpapi"
 	"github.com/synchro-sync/synchro/internal/metrics"
@@ -109,4 +113,43 @@ func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 		body = scrape(t, srv.URL)
 		return metricValue(t, body, "synchro_ready") == 0 && metricValue(t, body, `synchro_readiness_check{check="poison"}`) == 0, nil
 	})
+}
+
+// TestMetricsReadinessFailsClosed: synchro_ready is 0, never absent, when
+// readiness is not known to pass: before any worker started a stream (every
+// check still exported), and when the database cannot be reached (ADR 001,
+// "Readiness": unavailable readiness data is unready). An alert on
+// synchro_ready == 0 must fire in both cases.
+func TestMetricsReadinessFailsClosed(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: d.Pool, Metrics: metrics.New(d.Pool)}))
+	defer srv.Close()
+	body := scrape(t, srv.URL)
+	if got := metricValue(t, body, "synchro_ready"); got != 0 {
+		t.Fatalf("synchro_ready %v without a stream, want 0", got)
+	}
+	for _, check := range readinessOrder {
+		metricValue(t, body, `synchro_readiness_check{check="`+check+`"}`)
+	}
+	if got := metricValue(t, body, `synchro_readiness_check{check="slot"}`); got != 0 {
+		t.Fatalf("readiness check slot %v without a stream, want 0", got)
+	}
+
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = freeAddr(t)
+	unreachable, err := pgxpool.New(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unreachable.Close()
+	down := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: unreachable, Metrics: metrics.New(unreachable)}))
+	defer down.Close()
+	body = scrape(t, down.URL)
+	if metricValue(t, body, "synchro_capture_state_up") != 0 || metricValue(t, body, "synchro_ready") != 0 {
+		t.Fatalf("metrics with the database unreachable:\n%s", body)
+	}
 }

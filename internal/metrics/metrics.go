@@ -169,6 +169,18 @@ func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	// Readiness on its own: its checks are known before any stream exists, and
+	// readiness that cannot be read is synchro_ready 0, never a missing sample
+	// (fail-closed, like synchro.is_ready).
+	ready := 0.0
+	if checks, err := readiness(ctx, c.pool); err == nil {
+		ready = 1
+		for check, ok := range checks {
+			ch <- prometheus.MustNewConstMetric(checkDesc, prometheus.GaugeValue, gauge(ok), check)
+			ready = min(ready, gauge(ok))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
 	var lagBytes, lagSeconds, poison float64
 	err := c.pool.QueryRow(ctx, `
 		SELECT coalesce(pg_current_wal_flush_lsn() - s.confirmed_flush_lsn, 0)::float8,
@@ -182,21 +194,10 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
 		return
 	}
-	checks, err := readiness(ctx, c.pool)
-	if err != nil {
-		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
-		return
-	}
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, lagBytes)
 	ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, lagSeconds)
 	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, poison)
-	ready := 1.0
-	for check, ok := range checks {
-		ch <- prometheus.MustNewConstMetric(checkDesc, prometheus.GaugeValue, gauge(ok), check)
-		ready = min(ready, gauge(ok))
-	}
-	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
 }
 
 // readiness reads every readiness check's outcome; none read is an error
