@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/testdb"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
@@ -571,6 +573,30 @@ func TestReadinessSlotMovedBlocksWorker(t *testing.T) {
 		e.d.Exec(t, `SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())`, e.cfg.Slot)
 	})
 	e.requireUnready(t, nil, "after the processed boundary", "positions", "worker")
+}
+
+// TestReadinessWorkerOnAnotherPublication: a deploy whose migration named another
+// capture publication (synchroctl migrate --publication) than the running worker
+// streams: registration now adds relations to that one and readiness checks it,
+// while the worker would never decode rows of a relation registered later. The
+// worker blocks, saying which publications differ, and readiness fails; a worker
+// started on the recorded publication streams again.
+func TestReadinessWorkerOnAnotherPublication(t *testing.T) {
+	t.Parallel()
+	e := newReadyEnv(t)
+	log := logTo(&e.cfg)
+	e.restart(t, func() {
+		if _, err := migrate.Apply(context.Background(), e.d.URL, "other", slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitBlocked(t, e.d, e.cfg.WorkerID, 300*time.Millisecond)
+	e.requireUnready(t, nil, "blocked", "worker")
+	if got := log.String(); !strings.Contains(got, `publication \"synchro\"`) || !strings.Contains(got, `\"other\"`) {
+		t.Fatalf("the worker log does not name both publications:\n%s", got)
+	}
+	e.restart(t, func() { e.cfg.Publication = "other" })
+	e.requireReady(t)
 }
 
 // TestReadinessLimits: an omitted, non-positive or infinite limit is unbounded and

@@ -262,6 +262,9 @@ func (w *Worker) session(ctx context.Context) error {
 	}
 	defer lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('synchro.worker'))`) //nolint:errcheck
 
+	if err := w.checkPublication(ctx); err != nil {
+		return err
+	}
 	repl, err := w.replicationConn(ctx)
 	if err != nil {
 		return err
@@ -400,6 +403,23 @@ func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
 		p.ack = p.slot
 	}
 	return p.ack, nil
+}
+
+// checkPublication blocks capture (errBlocked) while the worker's publication is
+// not the capture publication that migration recorded (synchroctl migrate
+// --publication): registration adds relations to that one and readiness checks
+// it, so a worker streaming another would never decode the rows of a relation
+// registered later.
+func (w *Worker) checkPublication(ctx context.Context) error {
+	var recorded string
+	if err := w.pool.QueryRow(ctx, `SELECT coalesce(publication_name, '') FROM synchro.settings`).Scan(&recorded); err != nil {
+		return err
+	}
+	if recorded != w.cfg.Publication {
+		return fmt.Errorf("%w: the worker streams publication %q, but the capture publication is %q; run synchrod and synchroctl migrate with the same --publication",
+			errBlocked, w.cfg.Publication, recorded)
+	}
+	return nil
 }
 
 // poisonBlocks reports whether a poison transaction blocks the stream: it does
