@@ -80,6 +80,50 @@ func TestMigrateApplyTwice(t *testing.T) {
 	}
 }
 
+// TestMigrateConcurrentDeployJobs: deploy jobs that migrate one empty database at
+// the same moment all succeed; exactly one applies the migrations and installs
+// the function bundle, the others find it done, and the database then matches
+// this build.
+func TestMigrateConcurrentDeployJobs(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	for round := range 2 {
+		d := testdb.Empty(t)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		results := make([]migrate.Result, 3)
+		errs := make([]error, len(results))
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i], errs[i] = migrate.Apply(context.Background(), d.URL, "synchro", log)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		installed, applied := 0, 0
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: deploy job %d failed: %v", round, i, err)
+			}
+			if results[i].BundleChanged {
+				installed++
+			}
+			if len(results[i].Applied) > 0 {
+				applied++
+			}
+		}
+		if installed != 1 || applied != 1 {
+			t.Fatalf("round %d: %d jobs applied migrations and %d installed the bundle, want 1 and 1: %+v", round, applied, installed, results)
+		}
+		if err := migrate.Check(context.Background(), d.Pool); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}
+
 // TestCommands runs the built synchrod and synchroctl binaries black-box. They are
 // built once, here, and shared by the subtests.
 func TestCommands(t *testing.T) {
