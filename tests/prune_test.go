@@ -260,6 +260,6 @@ func TestPruneNeverWaitsForMaterialization(t *testing.T) {
 			t.Fatalf("pruning beside a locked progress row: %d events, %v; want 2", r.events, r.err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("pruning waited 30s for the progress row a materialization holds")
+		t.Fatalf("pruning waited 30s for the progress row a materialization holds; sessions:\n%s", sessionsOf(t, d))
 	}
 }

@@ -462,6 +462,29 @@ func requireDigests(t *testing.T, d *testdb.DB) {
 	}
 }
 
+// sessionsOf lists the test database's other sessions (pid, wait event, state,
+// start of the query), read over a connection of its own, for a failure message
+// when something waits: the pool may be what is exhausted.
+func sessionsOf(t *testing.T, d *testdb.DB) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.URL)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT format('%s %s/%s %s %s', pid, wait_event_type, wait_event, state, left(query, 120))
+		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY pid`)
+	if err != nil {
+		return err.Error()
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
 // logTo makes cfg log (debug and up) into a new buffer.
 func logTo(cfg *wal.Config) *lockedBuffer {
 	b := &lockedBuffer{}
