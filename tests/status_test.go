@@ -54,11 +54,23 @@ func TestSynchroctlStatus(t *testing.T) {
 			SlotName string `json:"slot_name"`
 		} `json:"stream"`
 	}
-	if err := json.Unmarshal([]byte(runOK(t, ctl, "status", "--json", "--database-url", d.URL)), &report); err != nil {
+	statusJSON := []byte(runOK(t, ctl, "status", "--json", "--database-url", d.URL))
+	if err := json.Unmarshal(statusJSON, &report); err != nil {
 		t.Fatal(err)
 	}
 	if !report.Ready || len(report.Readiness) < 10 || report.Stream == nil || report.Stream.SlotName == "" {
 		t.Fatalf("json status: %+v", report)
+	}
+	// Empty lists are empty arrays, not null, for scripts that iterate them.
+	var lists map[string]json.RawMessage
+	if err := json.Unmarshal(statusJSON, &lists); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(lists["poison"]); got != "[]" {
+		t.Fatalf("json status: poison is %s, want []", got)
+	}
+	if got := strings.TrimSpace(runOK(t, ctl, "poison", "list", "--json", "--database-url", d.URL)); got != "[]" {
+		t.Fatalf("poison list --json without poison printed %s, want []", got)
 	}
 
 	// A DBA gives an operator a login role that is a member of synchro_operator

@@ -44,7 +44,7 @@ func runPoison(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 		if err != nil {
 			return err
 		}
-		var list []db.ListPoisonRow
+		list := []db.ListPoisonRow{}
 		for _, p := range all {
 			if sub == "list" || p.PoisonID == id {
 				list = append(list, p)

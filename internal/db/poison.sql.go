@@ -40,7 +40,7 @@ func (q *Queries) ListPoison(ctx context.Context) ([]ListPoisonRow, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListPoisonRow
+	items := []ListPoisonRow{}
 	for rows.Next() {
 		var i ListPoisonRow
 		if err := rows.Scan(

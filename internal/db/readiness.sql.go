@@ -19,7 +19,7 @@ func (q *Queries) ListReadiness(ctx context.Context) ([]SynchroReadiness, error)
 		return nil, err
 	}
 	defer rows.Close()
-	var items []SynchroReadiness
+	items := []SynchroReadiness{}
 	for rows.Next() {
 		var i SynchroReadiness
 		if err := rows.Scan(&i.Check, &i.Ok, &i.Reason); err != nil {

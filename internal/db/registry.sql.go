@@ -50,7 +50,7 @@ func (q *Queries) ListRelations(ctx context.Context) ([]ListRelationsRow, error)
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListRelationsRow
+	items := []ListRelationsRow{}
 	for rows.Next() {
 		var i ListRelationsRow
 		if err := rows.Scan(

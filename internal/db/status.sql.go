@@ -82,7 +82,7 @@ func (q *Queries) ListWorkers(ctx context.Context) ([]ListWorkersRow, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListWorkersRow
+	items := []ListWorkersRow{}
 	for rows.Next() {
 		var i ListWorkersRow
 		if err := rows.Scan(
