@@ -2,12 +2,14 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
@@ -529,41 +531,55 @@ func TestIdleAcknowledgementPastOpenTransaction(t *testing.T) {
 	}
 }
 
-// TestLockTimeoutIsNotPoison: a materialization that fails for a reason of the
-// moment, here lock_timeout while another transaction holds the progress row,
-// only restarts the worker's session; the transaction is not quarantined, and it
-// is materialized once the lock is released.
-func TestLockTimeoutIsNotPoison(t *testing.T) {
+// TestWorkerOverridesSessionTimeouts: timeouts an operator sets for every session
+// of the database (here on the worker's pool) do not reach materialization,
+// which waits for locks and takes as long as a batch needs: with lock_timeout,
+// a transaction materialized while another session holds the progress row was
+// quarantined as poison; with statement_timeout, a batch longer than it was
+// cancelled and received again, for good.
+func TestWorkerOverridesSessionTimeouts(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	sharedDocs(t, d)
 	ctx := context.Background()
-	d.Exec(t, fmt.Sprintf(`ALTER DATABASE %q SET lock_timeout = '100ms'`, d.Name))
-	d.Pool.Reset() // new connections, the worker's too, take the setting
-	cfg := workerConfig(d, "w1")
-	log := logTo(&cfg)
-	startStreaming(t, d, cfg)
+	pool, err := pgxpool.New(ctx, d.URL+"&lock_timeout=100&statement_timeout=100&idle_in_transaction_session_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	w := startWorkerOn(t, d, pool, workerConfig(d, "w1"))
+	waitStream(t, d)
+	defer w.stop(t)
+
 	holder, err := d.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Rollback(ctx)
+	defer holder.Rollback(ctx) //nolint:errcheck
 	if _, err := holder.Exec(ctx, `SELECT FROM synchro.progress FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	c := commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'waits for the lock')`)
-	waitFor(t, "a materialization that timed out on the lock", 30*time.Second, func() (bool, error) {
-		var poisoned bool
-		if err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.poison_txn)`).Scan(&poisoned); err != nil || poisoned {
-			return false, fmt.Errorf("a lock timeout was quarantined as poison (%v)", err)
+	locked := commitTxn(t, d, `INSERT INTO app.docs VALUES (0, 'waits for the progress row')`)
+	waitFor(t, "a materialization waiting on the progress row past lock_timeout", 30*time.Second, func() (bool, error) {
+		var poisoned, waiting bool
+		err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.poison_txn),
+				EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+				        AND query LIKE '%materialize_transaction%' AND clock_timestamp() - query_start > interval '500 ms')`).Scan(&poisoned, &waiting)
+		if err == nil && poisoned {
+			err = errors.New("the transaction waiting on the lock was quarantined as poison")
 		}
-		return strings.Contains(log.String(), "(SQLSTATE 55P03)"), nil
+		return waiting, err
 	})
 	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitMaterialized(t, d)
-	requireMaterializedOnce(t, d, 1, c)
+
+	// One source transaction whose materialization takes longer than statement_timeout.
+	long := commitTxn(t, d, `INSERT INTO app.docs SELECT i, 'long' FROM generate_series(1, 5000) i`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, locked)
+	requireMaterializedOnce(t, d, 5000, long)
 }
 
 // TestPoisonBlocksIdleAcknowledgement: while a poison transaction blocks the

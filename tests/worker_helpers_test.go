@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/testdb"
 	"github.com/synchro-sync/synchro/internal/wal"
@@ -48,9 +49,15 @@ func workerConfig(d *testdb.DB, id string) wal.Config {
 // creates is dropped at the end of the test.
 func startWorker(t *testing.T, d *testdb.DB, cfg wal.Config) *runningWorker {
 	t.Helper()
+	return startWorkerOn(t, d, d.Pool, cfg)
+}
+
+// startWorkerOn is startWorker with the worker's own pool.
+func startWorkerOn(t *testing.T, d *testdb.DB, pool *pgxpool.Pool, cfg wal.Config) *runningWorker {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &runningWorker{cancel: cancel, done: make(chan error, 1)}
-	go func() { w.done <- wal.New(cfg, d.Pool).Run(ctx) }()
+	go func() { w.done <- wal.New(cfg, pool).Run(ctx) }()
 	t.Cleanup(func() {
 		w.stop(t)
 		d.DropSlot(t, cfg.Slot)
