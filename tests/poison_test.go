@@ -531,18 +531,20 @@ func TestIdleAcknowledgementPastOpenTransaction(t *testing.T) {
 	}
 }
 
-// TestWorkerOverridesSessionTimeouts: timeouts an operator sets for every session
-// of the database (here on the worker's pool) do not reach materialization,
-// which waits for locks and takes as long as a batch needs: with lock_timeout,
-// a transaction materialized while another session holds the progress row was
-// quarantined as poison; with statement_timeout, a batch longer than it was
-// cancelled and received again, for good.
+// TestWorkerOverridesSessionTimeouts: timeouts and a default isolation that an
+// operator sets for every session of the database (here on the worker's pool)
+// do not reach materialization, which waits for locks and takes as long as a
+// batch needs: with lock_timeout, a transaction materialized while another
+// session held the progress row was quarantined as poison; with
+// statement_timeout, a batch longer than it was cancelled and received again,
+// for good.
 func TestWorkerOverridesSessionTimeouts(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	sharedDocs(t, d)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, d.URL+"&lock_timeout=100&statement_timeout=100&idle_in_transaction_session_timeout=100")
+	pool, err := pgxpool.New(ctx, d.URL+"&lock_timeout=100&statement_timeout=100&idle_in_transaction_session_timeout=100"+
+		"&default_transaction_isolation=serializable")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,12 +84,15 @@ func (s *stream) run(ctx context.Context) error {
 	// PostgreSQL runs a statement to its end after its client died unless told
 	// to check: a backlog batch of a killed worker would hold the progress row,
 	// and keep the worker that takes over waiting, until it finished. Timeouts
-	// set for the database's sessions are meant for applications: materialization
-	// waits for the locks it needs and takes as long as a batch takes (a batch
-	// cancelled by statement_timeout would be received and cancelled again).
+	// and a default isolation set for the database's sessions are meant for
+	// applications: materialization waits for the locks it needs, takes as long
+	// as a batch takes (a batch cancelled by statement_timeout would be received
+	// and cancelled again), and reads each statement under a fresh snapshot
+	// (synchro.await_visible waits for decoded transactions to become visible).
 	if _, err := s.mat.Exec(ctx, `SELECT set_config('client_connection_check_interval', '1000', false),
 		set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
-		set_config('idle_in_transaction_session_timeout', '0', false)`); err != nil {
+		set_config('idle_in_transaction_session_timeout', '0', false),
+		set_config('default_transaction_isolation', 'read committed', false)`); err != nil {
 		return err
 	}
 	defer s.abandon()
