@@ -1,8 +1,8 @@
 -- synchro.check_rule_query: checks that a custom scope-rule query parses and plans
--- as a query taking one jsonb parameter ($1, a projected row image), and that it
--- reads only projections of the relations in readable (the rule's own relation
--- and those its "impacts" declare), through synchro.projected(relation), besides
--- the system catalogs:
+-- as one query (a single statement) taking one jsonb parameter ($1, a projected
+-- row image), and that it reads only projections of the relations in readable
+-- (the rule's own relation and those its "impacts" declare), through
+-- synchro.projected(relation), besides the system catalogs:
 -- materialization evaluates rules over projections as of each transaction
 -- (synchro.projected), never over live rows, which may already hold later
 -- changes (ADR 001, "Membership evaluation"), and re-evaluates a synced row only
@@ -30,13 +30,21 @@ DECLARE
     arg text;
     target oid;
     call_prefix constant text := 'synchro.projected(';
+    probe refcursor;
+    one integer;
 BEGIN
     IF query IS NULL OR btrim(query) = '' THEN
         RAISE EXCEPTION 'synchro: relation % rejected: % is empty', synchro.qualified_name(rel), context
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Opened as a cursor, which PostgreSQL refuses for text that is several
+    -- statements before running any: the query is embedded in the statements
+    -- below and in materialization's, and one that closes them and starts
+    -- others would run those statements here and fail every evaluation later.
     BEGIN
-        EXECUTE format('SELECT 1 FROM (%s) AS rule_query LIMIT 0', query) USING '{}'::jsonb;
+        OPEN probe FOR EXECUTE format('SELECT 1 FROM (%s) AS rule_query LIMIT 0', query) USING '{}'::jsonb;
+        FETCH probe INTO one;
+        CLOSE probe;
     EXCEPTION WHEN OTHERS THEN
         RAISE EXCEPTION 'synchro: relation % rejected: % is not a valid query over one jsonb parameter: %',
             synchro.qualified_name(rel), context, SQLERRM

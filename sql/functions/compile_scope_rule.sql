@@ -45,6 +45,13 @@ BEGIN
             RAISE EXCEPTION 'synchro: relation % rejected: shared scope_rule needs a non-empty "scope"', qname
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        -- Materialization indexes each row's scope beside its key; a scope every
+        -- row is in that cannot be indexed would block capture at the first write.
+        IF octet_length(rule->>'scope') > synchro.max_scope_bytes() THEN
+            RAISE EXCEPTION 'synchro: relation % rejected: shared scope_rule "scope" is % bytes long, longer than synchro.max_scope_bytes() (% bytes)',
+                qname, octet_length(rule->>'scope'), synchro.max_scope_bytes()
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
         normalized := jsonb_build_object('kind', kind, 'scope', rule->>'scope');
         columns := '{}';
     WHEN 'column' THEN

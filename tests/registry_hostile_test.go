@@ -1,0 +1,129 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/synchro-sync/synchro/internal/testdb"
+)
+
+// TestRegisterRejectsRelationsCaptureCannotCarry: relations that pass the
+// single-table checks of synchro.capture_identity but whose writes capture
+// would lose or misread are refused before anything is installed.
+func TestRegisterRejectsRelationsCaptureCannotCarry(t *testing.T) {
+	reg := func(rel string) string { return `SELECT synchro.register_table('` + rel + `', ` + sharedRule + `)` }
+	runRejectCases(t, []rejectCase{
+		{
+			// Fences and guards on Synchro's own tables would fire inside
+			// registration, materialization and pruning.
+			name: "table in the synchro schema", call: reg("synchro.shared_scope"),
+			state: stateInvalidTableDefinition, relation: "synchro.shared_scope",
+			rule: "it belongs to Synchro's own schema",
+		},
+		{
+			name: "dependency in the synchro schema", call: `SELECT synchro.register_dependency('synchro.shared_scope')`,
+			state: stateInvalidTableDefinition, relation: "synchro.shared_scope",
+			rule: "it belongs to Synchro's own schema",
+		},
+		{
+			// ALTER PUBLICATION ... ADD TABLE adds the children too, without
+			// fences; their rows are read through the parent but never captured.
+			name: "table with inheritance children",
+			setup: `CREATE TABLE app.t (id int PRIMARY KEY, v text);
+				CREATE TABLE app.t_old () INHERITS (app.t)`,
+			call: reg("app.t"), state: stateInvalidTableDefinition, relation: "app.t",
+			rule: "app.t_old inherits from it",
+		},
+		{
+			// An unlogged partition's rows are not written to WAL: its fences
+			// would never meet their row events.
+			name: "partitioned table with an unlogged partition",
+			setup: `CREATE TABLE app.p (id bigint PRIMARY KEY) PARTITION BY RANGE (id);
+				CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (100);
+				CREATE UNLOGGED TABLE app.p2 PARTITION OF app.p FOR VALUES FROM (100) TO (200)`,
+			call: reg("app.p"), state: stateInvalidTableDefinition, relation: "app.p ",
+			rule: "app.p2 is unlogged",
+		},
+		{
+			// Logical decoding leaves stored generated columns out of every row.
+			name:  "generated primary-key column",
+			setup: `CREATE TABLE app.t (n int NOT NULL, id int GENERATED ALWAYS AS (n * 2) STORED PRIMARY KEY)`,
+			call:  reg("app.t"), state: stateInvalidTableDefinition, relation: "app.t",
+			rule: `primary-key column "id" is a generated column`,
+		},
+		{
+			name:  "temporary table",
+			call:  `CREATE TEMP TABLE tmp (id int PRIMARY KEY); ` + reg("pg_temp.tmp"),
+			state: stateInvalidTableDefinition, relation: ".tmp", rule: "temporary tables are not written to WAL",
+		},
+		{
+			name: "foreign table",
+			setup: `CREATE FOREIGN DATA WRAPPER nowhere; CREATE SERVER nowhere FOREIGN DATA WRAPPER nowhere;
+				CREATE FOREIGN TABLE app.t (id int NOT NULL) SERVER nowhere`,
+			call: reg("app.t"), state: stateInvalidTableDefinition, relation: "app.t",
+			rule: "only tables can be registered (this is a foreign table)",
+		},
+	})
+}
+
+// TestRegisterRejectsRulesThatCannotWork: scope rules that parse but could
+// never evaluate as registered are refused at registration.
+func TestRegisterRejectsRulesThatCannotWork(t *testing.T) {
+	const tables = `CREATE TABLE app.t (id int PRIMARY KEY,
+		owner_id_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx text)`
+	long := "owner_id_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx_and_more"
+	reg := func(rule string) string { return `SELECT synchro.register_table('app.t', '` + rule + `')` }
+	runRejectCases(t, []rejectCase{
+		{
+			// PostgreSQL truncates a name to 63 bytes, so the placeholder matched
+			// the column at registration, while rendering looks the whole
+			// placeholder up in the image and put every row in no scope.
+			name: "template placeholder longer than a column name", setup: tables,
+			call:  reg(`{"kind":"column","template":"user:{` + long + `}"}`),
+			state: stateUndefinedColumn, relation: "app.t", rule: `names unknown column "` + long + `"`,
+		},
+		{
+			// Every row's scope would be too long to index: materialization
+			// would fail on the first direct write and block capture.
+			name: "shared scope longer than max_scope_bytes", setup: tables,
+			call:  reg(`{"kind":"shared","scope":"` + strings.Repeat("s", 1501) + `"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "longer than synchro.max_scope_bytes() (1500 bytes)",
+		},
+		{
+			name: "template whose own text is longer than max_scope_bytes", setup: tables,
+			call:  reg(`{"kind":"column","template":"` + strings.Repeat("s", 1501) + `{id}"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "column scope_rule template renders scopes longer than synchro.max_scope_bytes() (1500 bytes)",
+		},
+		{
+			name: "sql membership of several statements", setup: tables,
+			call:  reg(`{"kind":"sql","membership":"SELECT ''a'' AS s) AS x; SELECT 1 FROM (SELECT 1"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "sql scope_rule membership is not a valid query",
+		},
+		{
+			name:  "sql impact query of several statements",
+			setup: tables + `; CREATE TABLE app.acl (id int PRIMARY KEY, t_id int)`,
+			call: reg(`{"kind":"sql","membership":"SELECT ''a''",
+				"impacts":{"app.acl":"SELECT $1->>''t_id'') AS x; SELECT 1 FROM (SELECT 1"}}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "sql scope_rule impact query for app.acl is not a valid query",
+		},
+	})
+}
+
+// TestRuleQueryCheckRunsNoInjectedStatement: the check of a custom rule query
+// embeds it in its own statements; a query that closes that statement and
+// starts others must be refused before any of them runs (they would run with
+// the registering role's rights, and a stored rule made of several statements
+// fails every materialization of the table, blocking capture). A sequence shows
+// it, since nextval is not undone by the rejection's rollback.
+func TestRuleQueryCheckRunsNoInjectedStatement(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.t (id int PRIMARY KEY, owner_id text); CREATE SEQUENCE app.probe`)
+	err := d.ExecErr(`SELECT synchro.register_table('app.t',
+		'{"kind":"sql","membership":"SELECT ''a'' AS s) AS x; SELECT nextval(''app.probe''); SELECT 1 FROM (SELECT 1"}')`)
+	requireRejected(t, err, stateInvalidParameterValue, "app.t", "sql scope_rule membership is not a valid query")
+	if used := queryInt(t, d, `SELECT count(*) FROM app.probe WHERE is_called`); used != 0 {
+		t.Fatal("a statement injected through a sql scope rule ran during registration")
+	}
+	requireNotCaptured(t, d, "app.t")
+}
