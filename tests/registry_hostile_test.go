@@ -127,3 +127,52 @@ func TestRuleQueryCheckRunsNoInjectedStatement(t *testing.T) {
 	}
 	requireNotCaptured(t, d, "app.t")
 }
+
+// TestUndoneRegistrationsLeaveCaptureWorking: registrations undone inside a
+// transaction that commits (a savepoint rolled back, a failure caught by an
+// exception handler after the rule's dependency was registered) leave no
+// trigger, publication entry, generation or activation message behind: the
+// running worker neither blocks on them nor captures the undone tables' writes,
+// and captures the tables registered afterwards and before.
+func TestUndoneRegistrationsLeaveCaptureWorking(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.notes (id int PRIMARY KEY, v text);
+		CREATE TABLE app.orgs (id text PRIMARY KEY);
+		CREATE TABLE app.later (id int PRIMARY KEY, org_id text REFERENCES app.orgs);
+		SELECT synchro.register_table('app.notes', `+sharedRule+`)`)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	gens := generationCount(t, d)
+
+	commitTxn(t, d, `INSERT INTO app.notes VALUES (1, 'before');
+		SAVEPOINT s;
+		SELECT synchro.register_table('app.later', `+sharedRule+`);
+		INSERT INTO app.later VALUES (1, NULL);
+		ROLLBACK TO SAVEPOINT s;
+		INSERT INTO app.later VALUES (2, NULL);
+		DO $$BEGIN
+			-- Fails on the wire name after registering app.orgs as the path's dependency.
+			PERFORM synchro.register_table('app.later', '{"kind":"path","path":["org_id"],"template":"org:{id}"}', '{"name":"notes"}');
+		EXCEPTION WHEN duplicate_object THEN NULL;
+		END$$;
+		INSERT INTO app.orgs VALUES ('o1');
+		INSERT INTO app.later VALUES (3, 'o1');
+		INSERT INTO app.notes VALUES (2, 'after')`)
+	if got := generationCount(t, d); got != gens {
+		t.Fatalf("registry generations: %d after undone registrations, %d before", got, gens)
+	}
+	requireNotCaptured(t, d, "app.later")
+	requireNotCaptured(t, d, "app.orgs")
+
+	registerTable(t, d, "app.later", `{"kind":"shared","scope":"all"}`, `{}`)
+	commitTxn(t, d, `INSERT INTO app.later VALUES (4, NULL); INSERT INTO app.orgs VALUES ('o2'); INSERT INTO app.notes VALUES (3, 'last')`)
+	waitMaterialized(t, d)
+	requireCaptured(t, d, "app.later")
+	requireNotCaptured(t, d, "app.orgs")
+	got := rowsOf(t, d, `SELECT r.relation_name || ':' || p.key FROM synchro.projection p
+		JOIN synchro.relation r USING (relation_id) ORDER BY 1`)
+	if want := "later:4 notes:1 notes:2 notes:3"; strings.Join(got, " ") != want {
+		t.Fatalf("projected rows %v, want %s", got, want)
+	}
+}
