@@ -176,3 +176,24 @@ func TestUndoneRegistrationsLeaveCaptureWorking(t *testing.T) {
 		t.Fatalf("projected rows %v, want %s", got, want)
 	}
 }
+
+// TestGuardPartitionsRefusesUnloggedPartition: an unlogged partition created
+// under a registered root after registration is not guarded or recorded (its
+// rows never reach WAL, so each fence written there would wait for a row event
+// that never comes); the fence keeps refusing writes into it.
+func TestGuardPartitionsRefusesUnloggedPartition(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.p (id int PRIMARY KEY) PARTITION BY RANGE (id);
+		CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10);
+		SELECT synchro.register_table('app.p', `+sharedRule+`);
+		CREATE UNLOGGED TABLE app.p2 PARTITION OF app.p FOR VALUES FROM (10) TO (20)`)
+	requireRejected(t, d.ExecErr(`SELECT synchro.guard_partitions()`), stateInvalidTableDefinition, "app.p2",
+		"is unlogged")
+	if n := queryInt(t, d, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'app.p2'::regclass AND tgname IN ('synchro_truncate_guard', 'synchro_partition_guard')`); n != 0 {
+		t.Fatalf("unlogged partition app.p2 got %d guards", n)
+	}
+	requireState(t, d.ExecErr(`INSERT INTO app.p VALUES (11)`), "55000", "app.p2")
+	d.Exec(t, `INSERT INTO app.p VALUES (1)`)
+}

@@ -23,7 +23,10 @@
 -- attaching a partition, whoever registers tables calls it in the same migration
 -- (readiness reports the partition's missing guard, and the fence refuses writes
 -- into it, until then). Rows an attached table already holds are captured only
--- when next written.
+-- when next written. It refuses (42P16, before installing anything) while such
+-- a tree holds an unlogged partition: its rows never reach WAL, so a fence
+-- there would wait for a row event that never comes; the fence keeps refusing
+-- writes into it.
 DROP FUNCTION IF EXISTS synchro.guard_partitions();
 CREATE OR REPLACE FUNCTION synchro.guard_partitions(rid bigint DEFAULT NULL)
 RETURNS integer
@@ -39,6 +42,19 @@ DECLARE
     changed integer := 0;
     recorded oid[];
 BEGIN
+    SELECT t.relid INTO part
+    FROM synchro.relation r
+    JOIN pg_class c ON c.oid = r.relation_oid AND c.relkind = 'p'
+    CROSS JOIN LATERAL pg_partition_tree(r.relation_oid::regclass) t
+    JOIN pg_class pc ON pc.oid = t.relid
+    WHERE (rid IS NULL OR r.relation_id = rid) AND pc.relpersistence <> 'p'
+    ORDER BY t.relid
+    LIMIT 1;
+    IF part IS NOT NULL THEN
+        RAISE EXCEPTION 'synchro: partition % rejected: it is unlogged: its rows are not written to WAL and cannot be captured',
+            synchro.qualified_name(part)
+            USING ERRCODE = 'invalid_table_definition';
+    END IF;
     FOR part, guard, events, func, present IN
         SELECT t.relid, g.name, g.events, g.func, tg.oid IS NOT NULL
         FROM synchro.relation r
