@@ -266,10 +266,10 @@ func TestCommands(t *testing.T) {
 				t.Errorf("synchroctl %v: exit %d, stdout %q, stderr %q; want the id looked up and not found", args, code, stdout, stderr)
 			}
 		}
-		if out := runOK(t, synchroctl, "poison", "list", "--json", "--database-url", d.URL); strings.TrimSpace(out) != "null" {
+		if out := runOK(t, synchroctl, "poison", "list", "--json", "--database-url", d.URL); strings.TrimSpace(out) != "[]" {
 			t.Errorf("synchroctl poison list --json printed %q", out)
 		}
-		if out := runOK(t, synchroctl, "registry", "list", "--database-url", d.URL, "--json"); strings.TrimSpace(out) != "null" {
+		if out := runOK(t, synchroctl, "registry", "list", "--database-url", d.URL, "--json"); strings.TrimSpace(out) != "[]" {
 			t.Errorf("synchroctl registry list --json printed %q", out)
 		}
 		// Leftovers are refused with the usage, before connecting.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/testdb"
 	"github.com/synchro-sync/synchro/internal/wal"
@@ -236,12 +237,16 @@ func TestPruneNeverWaitsForMaterialization(t *testing.T) {
 	waitMaterialized(t, d)
 	waitAcknowledged(t, d)
 	ctx := context.Background()
-	lock, err := d.Pool.Begin(ctx)
+	// The lock is held outside the pool, as the materialization's own
+	// connection holds it: the worker's idle acknowledgement waits on the row
+	// with a pool connection, and a holder from the pool as well would leave the
+	// call below none.
+	holder, err := pgx.Connect(ctx, d.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Rollback(ctx) //nolint:errcheck
-	if _, err := lock.Exec(ctx, `SELECT FROM synchro.progress FOR UPDATE`); err != nil {
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `BEGIN; SELECT FROM synchro.progress FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
