@@ -106,7 +106,46 @@ func TestRegisterRejectsRulesThatCannotWork(t *testing.T) {
 				"impacts":{"app.acl":"SELECT $1->>''t_id'') AS x; SELECT 1 FROM (SELECT 1"}}`),
 			state: stateInvalidParameterValue, relation: "app.t", rule: "sql scope_rule impact query for app.acl is not a valid query",
 		},
+		{
+			// The comment swallowed the check's closing text, so the check
+			// read the alias it supplies; every evaluation then failed on
+			// column "s" (and the check's LIMIT 0 was swallowed too).
+			name: "sql membership whose comment swallows the embedding statement's end", setup: tables,
+			call:  reg(`{"kind":"sql","membership":"SELECT $1->>''id'' AS owner) AS rule_query --"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "sql scope_rule membership is not a valid query",
+		},
+		{
+			// Closes the subquery it is embedded in and opens another: the
+			// check's statement parsed, every evaluation failed (column "s"
+			// is ambiguous there).
+			name: "sql membership that closes the query it is embedded in", setup: tables,
+			call:  reg(`{"kind":"sql","membership":"SELECT ''a'' AS s) AS x, (SELECT ''b''"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "sql scope_rule membership is not a valid query",
+		},
 	})
+}
+
+// TestRuleQueryEndingInLineComment: a sql rule's membership and impact queries
+// may end in a -- comment; they are embedded in Synchro's statements (the
+// registration check, membership and impact evaluation) ending on their own
+// line, so the comment ends with them and the rule evaluates as written.
+func TestRuleQueryEndingInLineComment(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.acl (id int PRIMARY KEY, team text);
+		CREATE TABLE app.docs (id int PRIMARY KEY, acl_id int);
+		SELECT synchro.register_table('app.docs', '{"kind":"sql",
+			"membership":"SELECT ''team:'' || (a.image->>''team'') FROM synchro.projected(''app.acl'') a WHERE a.key = $1->>''acl_id'' -- the acl''s team",
+			"impacts":{"app.acl":"SELECT d.key FROM synchro.projected(''app.docs'') d WHERE d.image->>''acl_id'' = $1->>''id'' -- docs under the acl"}}')`)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	commitTxn(t, d, `INSERT INTO app.acl VALUES (1, 'red'); INSERT INTO app.docs VALUES (10, 1)`)
+	commitTxn(t, d, `UPDATE app.acl SET team = 'blue' WHERE id = 1`)
+	waitMaterialized(t, d)
+	got := rowsOf(t, d, `SELECT scope || ' ' || key FROM synchro.membership WHERE to_lsn IS NULL ORDER BY 1`)
+	if want := "team:blue 10"; strings.Join(got, ",") != want {
+		t.Fatalf("open membership %v, want %s", got, want)
+	}
 }
 
 // TestRuleQueryCheckRunsNoInjectedStatement: the check of a custom rule query

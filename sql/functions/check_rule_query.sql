@@ -10,7 +10,11 @@
 -- projection would leave memberships stale. It runs the query with LIMIT 0, so
 -- it reads nothing and, being a subquery, cannot write; the tables it would scan
 -- and the synchro.projected calls it would make come from its generic plan (a
--- plan for one parameter value may fold a scan away). A synchro.projected call
+-- plan for one parameter value may fold a scan away). The query must also parse
+-- on its own and may end in a -- comment: every statement that embeds it
+-- (here, synchro.scopes_by_lookup, synchro.impacted_keys) ends its text on its
+-- own line, so neither a comment nor a parenthesis of the query closes the
+-- embedding statement's text. A synchro.projected call
 -- must name its relation with a constant; Synchro's own tables and other
 -- functions may not be read. A table read inside a function the query calls
 -- (other than an inlined SQL function) is not seen.
@@ -41,21 +45,29 @@ BEGIN
     -- statements before running any: the query is embedded in the statements
     -- below and in materialization's, and one that closes them and starts
     -- others would run those statements here and fail every evaluation later.
+    -- Everywhere it is embedded its text ends on its own line, so a trailing
+    -- -- comment ends with it instead of swallowing the embedding's end. It is
+    -- then prepared on its own: text that closes the subquery it is embedded in
+    -- and opens another (balanced only with the embedding's parenthesis) parses
+    -- embedded here but reads differently in every evaluation (PREPARE parses,
+    -- it does not plan).
+    IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'synchro_rule_probe') THEN
+        DEALLOCATE synchro_rule_probe; -- left by a call that failed in between
+    END IF;
     BEGIN
-        OPEN probe FOR EXECUTE format('SELECT 1 FROM (%s) AS rule_query LIMIT 0', query) USING '{}'::jsonb;
+        OPEN probe FOR EXECUTE format(E'SELECT 1 FROM (%s\n) AS rule_query LIMIT 0', query) USING '{}'::jsonb;
         FETCH probe INTO one;
         CLOSE probe;
+        EXECUTE format(E'PREPARE synchro_rule_probe(jsonb) AS %s\n', query);
+        DEALLOCATE synchro_rule_probe;
     EXCEPTION WHEN OTHERS THEN
         RAISE EXCEPTION 'synchro: relation % rejected: % is not a valid query over one jsonb parameter: %',
             synchro.qualified_name(rel), context, SQLERRM
             USING ERRCODE = 'invalid_parameter_value';
     END;
 
-    IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'synchro_rule_probe') THEN
-        DEALLOCATE synchro_rule_probe; -- left by a call that failed in between
-    END IF;
     PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
-    EXECUTE format('PREPARE synchro_rule_probe(jsonb) AS SELECT 1 FROM (%s) AS rule_query', query);
+    EXECUTE format(E'PREPARE synchro_rule_probe(jsonb) AS SELECT 1 FROM (%s\n) AS rule_query', query);
     EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE synchro_rule_probe(NULL)' INTO plan;
     DEALLOCATE synchro_rule_probe;
     PERFORM set_config('plan_cache_mode', mode, true);

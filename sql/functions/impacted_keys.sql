@@ -35,7 +35,7 @@ BEGIN
     WHEN 'sql' THEN
         FOREACH img IN ARRAY ARRAY[old_image, new_image] LOOP
             CONTINUE WHEN img IS NULL;
-            RETURN QUERY EXECUTE format('SELECT DISTINCT k::text FROM (%s) AS impact(k) WHERE k IS NOT NULL',
+            RETURN QUERY EXECUTE format(E'SELECT DISTINCT k::text FROM (%s\n) AS impact(k) WHERE k IS NOT NULL',
                                         rule -> 'impacts' -> rid::text ->> 'query')
                 USING img;
         END LOOP;

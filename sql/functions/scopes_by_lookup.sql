@@ -44,7 +44,7 @@ BEGIN
                 WHERE s IS NOT NULL;
         END IF;
     WHEN 'sql' THEN
-        RETURN QUERY EXECUTE format('SELECT DISTINCT s::text FROM (%s) AS membership(s) WHERE s IS NOT NULL', rule ->> 'membership')
+        RETURN QUERY EXECUTE format(E'SELECT DISTINCT s::text FROM (%s\n) AS membership(s) WHERE s IS NOT NULL', rule ->> 'membership')
             USING image;
     ELSE
         RAISE EXCEPTION 'synchro: invalid scope rule kind %', rule ->> 'kind' USING ERRCODE = 'data_corrupted';
