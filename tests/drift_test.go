@@ -599,6 +599,35 @@ func TestRenamedEnumValueBlocksCapture(t *testing.T) {
 	}
 }
 
+// TestUnloggedPartitionBlocksCapture: an unlogged partition's rows never reach
+// WAL, while its fences' messages do (each would wait for a row event that
+// never comes), and a crash empties it without row events. A recorded
+// partition made unlogged refuses writes and blocks capture, naming it, until
+// it is made logged again; then the held transactions are materialized once.
+// (PostgreSQL refuses SET UNLOGGED on a registered table itself, a member of
+// the publication.)
+func TestUnloggedPartitionBlocksCapture(t *testing.T) {
+	t.Parallel()
+	e := newDriftEnv(t)
+	d := e.d
+	d.Exec(t, `ALTER TABLE app.parts_1 SET UNLOGGED`)
+	requireState(t, d.ExecErr(`INSERT INTO app.parts VALUES (2, 'SECRET-123')`), "55000", "partition app.parts_1 of registered relation app.parts is unlogged")
+	held := commitTxn(t, d, `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`)
+	later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
+	requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
+	waitReadiness(t, d, "worker", "registry")
+	want := "app.parts has partition app.parts_1 that is unlogged (SET UNLOGGED): its rows are not written to WAL"
+	if reason := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(reason, want) {
+		t.Fatalf("registry check: %q, want %q", reason, want)
+	}
+	d.Exec(t, `ALTER TABLE app.parts_1 SET LOGGED`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, held, later)
+	requireImage(t, d, "app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`)
+	requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
+	waitReadiness(t, d)
+}
+
 // TestNewPartitionNeedsTruncateGuard: a partition created after registration
 // has the cloned row triggers but no truncate or partition guard, which
 // readiness reports until synchro.guard_partitions installs them (once).

@@ -22,7 +22,12 @@
 -- again), an inheritance child of a registered plain table (CREATE TABLE ...
 -- INHERITS, ALTER TABLE ... INHERIT: its rows are read through the table but
 -- no fence fires for them and nothing publishes them; NO INHERIT or dropping
--- the child repairs it), or a partition's replica identity is not DEFAULT (pgoutput
+-- the child repairs it), a recorded partition made unlogged (ALTER TABLE ...
+-- SET UNLOGGED: its rows no longer reach WAL, so synchro.fence refuses writes
+-- to it, and a crash would empty it without row events; SET LOGGED repairs it,
+-- though not a crash in between; PostgreSQL refuses SET UNLOGGED on the
+-- registered table itself, a publication member),
+-- or a partition's replica identity is not DEFAULT (pgoutput
 -- describes a partition's rows by the partitioned root). The worker blocks capture while
 -- any exists; readiness reports them as registry drift (ADR 001, "Registry
 -- activation and relation drift"). Drift that decoded transactions show (a
@@ -52,6 +57,8 @@ BEGIN
                                      rewritten.col, rewritten.name)
                      WHEN child.name IS NOT NULL
                          THEN format('has child table %s (INHERITS): its rows are read through the table but never captured', child.name)
+                     WHEN unlogged.name IS NOT NULL
+                         THEN format('has partition %s that is unlogged (SET UNLOGGED): its rows are not written to WAL and cannot be captured, and a crash empties it without row events (ALTER TABLE ... SET LOGGED repairs it)', unlogged.name)
                      WHEN renamed.typ IS NOT NULL
                          THEN format('has a recorded value of enum type %s renamed (ALTER TYPE ... RENAME VALUE): registered values may have changed without row events',
                                      renamed.typ::regtype)
@@ -95,6 +102,13 @@ BEGIN
           LEFT JOIN LATERAL (SELECT synchro.qualified_name(i.inhrelid) AS name FROM pg_inherits i
                              WHERE i.inhparent = c.oid AND c.relkind = 'r'
                              ORDER BY 1 LIMIT 1) child ON true
+          -- The first recorded partition that is unlogged.
+          LEFT JOIN LATERAL (SELECT rp.partition_name AS name FROM synchro.relation_partition rp
+                             -- a lookup per recorded partition, never a scan of pg_class
+                             CROSS JOIN LATERAL (SELECT pc.relpersistence FROM pg_class pc
+                                                 WHERE pc.oid = rp.partition_oid OFFSET 0) pc
+                             WHERE rp.relation_id = r.relation_id AND pc.relpersistence <> 'p'
+                             ORDER BY rp.partition_name LIMIT 1) unlogged ON true
           -- The first recorded enum value whose label changed (or that is gone).
           LEFT JOIN LATERAL (SELECT el.enum_type AS typ FROM synchro.relation_enum_label el
                              LEFT JOIN pg_enum e ON e.oid = el.enum_value

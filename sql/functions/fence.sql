@@ -3,7 +3,9 @@
 -- schema, name, OID, key column, table_id ('' for a capture dependency).
 -- For each row operation that occurs it
 --   * rejects a write into a partition that synchro.guard_partitions has not
---     recorded (55000): its TRUNCATE would go unseen;
+--     recorded (55000): its TRUNCATE would go unseen; and into an unlogged one
+--     (ALTER TABLE ... SET UNLOGGED after it was recorded; 55000): its row would
+--     never reach WAL, and this fence would wait for it;
 --   * rejects a key change (a later BEFORE trigger may have changed the key after
 --     synchro.key_guard) and a row written frozen by COPY ... FREEZE (0A000), and
 --     a key longer than synchro.max_key_bytes (54000);
@@ -68,6 +70,15 @@ BEGIN
             TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[2], TG_ARGV[3]
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Run SELECT synchro.guard_partitions() after creating or attaching a partition, in the same migration.';
+    END IF;
+    -- An unlogged partition's rows are not written to WAL; synchro.catalog_drift
+    -- reports one as drift (a crash empties it without row events).
+    IF TG_RELID <> TG_ARGV[4]::oid
+       AND (SELECT c.relpersistence FROM pg_class c WHERE c.oid = TG_RELID) <> 'p' THEN
+        RAISE EXCEPTION 'synchro: partition %.% of registered relation %.% is unlogged; writes to it are refused: its rows are not written to WAL and cannot be captured',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[2], TG_ARGV[3]
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'ALTER TABLE ... SET LOGGED makes it capturable again.';
     END IF;
     -- A partition being detached (DETACH ... CONCURRENTLY not finished) still
     -- takes writes through the root from snapshots older than the detach, but
