@@ -374,6 +374,46 @@ func TestRegisterTableRejectsOptions(t *testing.T) {
 			call:  reg(`{"exclude_columns":["loc","tags"],"name":"docs"}`),
 			state: stateDuplicateObject, relation: "app.t", rule: `wire name "docs" is already used by another registered table`,
 		},
+		// The client SDK stores each synced table in SQLite under its wire
+		// name: SQLite compares names ignoring case, reserves "sqlite_" and
+		// the SDK keeps its own tables under "_synchro_".
+		{
+			name: "wire name differing only in case from one used",
+			setup: table + `; CREATE TABLE app.u (id int PRIMARY KEY);
+				SELECT synchro.register_table('app.u', ` + sharedRule + `, '{"name":"docs"}')`,
+			call:  reg(`{"exclude_columns":["loc","tags"],"name":"Docs"}`),
+			state: stateDuplicateObject, relation: "app.t", rule: `wire name "Docs" is already used by another registered table (wire names are compared ignoring case)`,
+		},
+		{
+			name: "relation name differing only in case from a wire name used",
+			setup: `CREATE TABLE app.notes (id int PRIMARY KEY); CREATE TABLE app."Notes" (id int PRIMARY KEY);
+				SELECT synchro.register_table('app.notes', ` + sharedRule + `)`,
+			call:  `SELECT synchro.register_table('app."Notes"', ` + sharedRule + `)`,
+			state: stateDuplicateObject, relation: `app."Notes"`, rule: `wire name "Notes" is already used by another registered table (wire names are compared ignoring case)`,
+		},
+		{
+			name: "wire name in the client's own namespace", setup: table,
+			call:  reg(`{"exclude_columns":["loc","tags"],"name":"_synchro_queue"}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: `wire name "_synchro_queue" may not start with "_synchro_" or "sqlite_"`,
+		},
+		{
+			name:  "relation name in SQLite's reserved namespace",
+			setup: `CREATE TABLE app."SQLite_stat1" (id int PRIMARY KEY)`,
+			call:  `SELECT synchro.register_table('app."SQLite_stat1"', ` + sharedRule + `)`,
+			state: stateInvalidParameterValue, relation: `app."SQLite_stat1"`, rule: `wire name "SQLite_stat1" may not start with "_synchro_" or "sqlite_"`,
+		},
+		{
+			name: "null wire name", setup: table, call: reg(`{"exclude_columns":["loc","tags"],"name":null}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "options.name must be a string",
+		},
+		{
+			name: "wire name not a string", setup: table, call: reg(`{"exclude_columns":["loc","tags"],"name":true}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "options.name must be a string",
+		},
+		{
+			name: "null push_policy", setup: table, call: reg(`{"exclude_columns":["loc","tags"],"push_policy":null}`),
+			state: stateInvalidParameterValue, relation: "app.t", rule: "options.push_policy must be a string",
+		},
 	})
 }
 

@@ -8,7 +8,11 @@
 --
 -- options: name (wire name, default the relation name), sync_columns or
 -- exclude_columns (the key is always synced), push_policy (enabled | read_only),
--- updated_at_column, deleted_at_column.
+-- updated_at_column, deleted_at_column; each that is not a list must be a string
+-- when present. A wire name is unique ignoring case and does not start with
+-- "_synchro_" or "sqlite_" (in any case): the client SDK stores each synced
+-- table in SQLite under its wire name, where names compare ignoring case,
+-- "sqlite_" is reserved and the SDK's own tables start with "_synchro_".
 CREATE OR REPLACE FUNCTION synchro.register_table(relation regclass, scope_rule jsonb, options jsonb DEFAULT '{}')
 RETURNS integer
 LANGUAGE plpgsql
@@ -30,6 +34,7 @@ DECLARE
     rid bigint;
     tid integer;
     time_col text;
+    opt text;
 BEGIN
     SELECT t.table_id, t.registered_input, r.registration_kind INTO existing
     FROM synchro.relation r LEFT JOIN synchro.synced_table t ON t.relation_id = r.relation_id
@@ -49,9 +54,20 @@ BEGIN
     PERFORM synchro.check_keys(options, ARRAY['name', 'sync_columns', 'exclude_columns', 'push_policy',
                                               'updated_at_column', 'deleted_at_column'], rel, 'options');
 
+    FOREACH opt IN ARRAY ARRAY['name', 'push_policy', 'updated_at_column', 'deleted_at_column'] LOOP
+        IF options ? opt AND jsonb_typeof(options->opt) <> 'string' THEN
+            RAISE EXCEPTION 'synchro: relation % rejected: options.% must be a string, not %', qname, opt, options->opt
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+
     wire_name := coalesce(options->>'name', (SELECT relname FROM pg_class WHERE oid = rel));
     IF wire_name !~ '^[A-Za-z_][A-Za-z0-9_]{0,62}$' THEN
         RAISE EXCEPTION 'synchro: relation % rejected: wire name "%" must be a letter or underscore followed by letters, digits or underscores (at most 63)', qname, wire_name
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF wire_name ~* '^(_synchro_|sqlite_)' THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: wire name "%" may not start with "_synchro_" or "sqlite_" (in any case): clients keep their own tables under those names; pass options.name', qname, wire_name
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -106,8 +122,8 @@ BEGIN
     rid := synchro.capture_relation(rel, 'synced', sync_cols || compiled.columns, g);
     -- Checked after capture_relation, so that relation drift (a dropped and recreated
     -- relation whose old registration still holds the wire name) is reported as such.
-    IF EXISTS (SELECT FROM synchro.synced_table WHERE name = wire_name) THEN
-        RAISE EXCEPTION 'synchro: relation % rejected: wire name "%" is already used by another registered table; pass options.name', qname, wire_name
+    IF EXISTS (SELECT FROM synchro.synced_table WHERE lower(name) = lower(wire_name)) THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: wire name "%" is already used by another registered table (wire names are compared ignoring case); pass options.name', qname, wire_name
             USING ERRCODE = 'duplicate_object';
     END IF;
     INSERT INTO synchro.synced_table (relation_id, name, scope_rule, sync_columns, push_policy,
