@@ -435,8 +435,9 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 // perhaps recreated under its name (writes to the new table have no fence
 // triggers and no publication membership, so they never reach the stream), a
 // registered column was dropped and added again, a recorded partition was
-// detached or dropped, or a partition's replica identity changed (ADR 001,
-// "Registry activation and relation drift"). Drift
+// detached, dropped or made unlogged, a partition's replica identity changed,
+// and the other kinds synchro.catalog_drift lists (ADR 001, "Registry
+// activation and relation drift"). Drift
 // that decoded row events show blocks the stream at the first of them. A check
 // that finds none makes recording the harmless catalog changes due
 // (recordCatalog).
