@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -467,6 +468,29 @@ func TestRetryAfter(t *testing.T) {
 	}
 	if d := tr.backoff(10, 0); d < time.Second || d > 1200*time.Millisecond {
 		t.Fatalf("backoff not capped: %s", d)
+	}
+}
+
+// TestManifestRefusesNamesSQLiteConfuses: SQLite compares names ignoring case,
+// so a manifest whose tables differ only in case, or whose table is the SDK's
+// own side table in other case, is refused: installed, the second table would
+// silently share the first's SQLite table (CREATE TABLE IF NOT EXISTS), and
+// "_SYNCHRO_queue" would put capture triggers on the SDK's queue and let pull
+// pages write into it.
+func TestManifestRefusesNamesSQLiteConfuses(t *testing.T) {
+	tbl := func(name string) string {
+		return `{"name": "` + name + `", "primary_key": ["id"], "columns": [{"name": "id", "type": "string"}]}`
+	}
+	for _, tables := range [][]string{
+		{tbl("_SYNCHRO_queue")},
+		{tbl("_Synchro_rows")},
+		{tbl("SQLite_stat1")},
+		{tbl("Items"), tbl("items")},
+	} {
+		raw := `{"version": 1, "hash": "h", "tables": [` + strings.Join(tables, ", ") + `]}`
+		if _, err := parseManifest([]byte(raw)); err == nil {
+			t.Errorf("manifest %s accepted", raw)
+		}
 	}
 }
 

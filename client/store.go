@@ -106,13 +106,18 @@ func parseManifest(raw []byte) (*manifest, error) {
 	}
 	m.raw = raw
 	m.byName = map[string]*table{}
+	// SQLite compares names ignoring case: two tables whose names differ only in
+	// case would share one local table, and "_SYNCHRO_queue" is the SDK's queue.
+	folded := map[string]bool{}
 	for _, t := range m.Tables {
-		if t.Name == "" || strings.HasPrefix(t.Name, "_synchro_") || strings.HasPrefix(strings.ToLower(t.Name), "sqlite_") {
+		name := strings.ToLower(t.Name)
+		if name == "" || strings.HasPrefix(name, "_synchro_") || strings.HasPrefix(name, "sqlite_") {
 			return nil, fmt.Errorf("table name %q cannot be synced locally", t.Name)
 		}
-		if m.byName[t.Name] != nil {
-			return nil, fmt.Errorf("table %q appears twice", t.Name)
+		if folded[name] {
+			return nil, fmt.Errorf("table %q appears twice (names are compared ignoring case)", t.Name)
 		}
+		folded[name] = true
 		m.byName[t.Name] = t
 		t.types = map[string]string{}
 		for _, c := range t.Columns {
