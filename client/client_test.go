@@ -397,6 +397,33 @@ func TestRejectionsRevert(t *testing.T) {
 	}
 }
 
+// TestUnknownOutcomeKeepsChange: a push answer whose status is not one of the
+// protocol's (applied, conflict, rejected, retry) is an error that changes
+// nothing: the local change stays in flight, to be resent with its mutation
+// ID, instead of being reverted and discarded as a rejection.
+func TestUnknownOutcomeKeepsChange(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	mustExec(t, c, `INSERT INTO items (id, n) VALUES ('a', 1)`)
+	batch, err := c.nextBatch(ctx, 1<<62)
+	if err != nil || len(batch) != 1 {
+		t.Fatalf("batch %d, %v", len(batch), err)
+	}
+	for _, status := range []string{"accepted", ""} {
+		err = c.apply(ctx, func(a *applier) error {
+			_, err := a.outcomes(batch, []outcome{{MutationID: batch[0].m.MutationID, Status: status}}, &Report{})
+			return err
+		})
+		if err == nil {
+			t.Errorf("status %q: no error", status)
+		}
+		requireQueue(t, c, entry{Op: "upsert", PK: `{"id":"a"}`, Sent: true})
+		if count(t, c, `SELECT count(*) FROM items WHERE id = 'a'`) != 1 || count(t, c, `SELECT count(*) FROM _synchro_rejections`) != 0 {
+			t.Fatalf("status %q: the local row was reverted or a rejection recorded", status)
+		}
+	}
+}
+
 // TestTransportRetries: retryable answers are retried with backoff until
 // success; a non-retryable one is a typed error at once; exhausted attempts
 // return the last error.

@@ -388,6 +388,9 @@ func (c *Client) wireColumns(m *mutation, cols sql.NullString) error {
 //   - rejected: likewise, the row is reverted to its last server image
 //     (deleted when there is none).
 //   - retry: the entry stays in flight and is resent with the same mutation_id.
+//
+// Any other status is an error: the transaction rolls back, the batch stays in
+// flight.
 func (a *applier) outcomes(batch []queued, answers []outcome, rep *Report) (int, error) {
 	byID := map[string]queued{}
 	for _, q := range batch {
@@ -400,10 +403,14 @@ func (a *applier) outcomes(batch []queued, answers []outcome, rep *Report) (int,
 			continue
 		}
 		delete(byID, o.MutationID)
-		if o.Status == "retry" {
+		switch o.Status {
+		case "retry":
 			retried++
 			rep.Retried++
 			continue
+		case "applied", "conflict", "rejected":
+		default: // never taken for a rejection: the local change would be discarded
+			return 0, fmt.Errorf("synchro: push answered mutation %s with unknown status %q", o.MutationID, o.Status)
 		}
 		if err := a.settle(q, o); err != nil {
 			return 0, err
