@@ -424,6 +424,39 @@ func TestUnknownOutcomeKeepsChange(t *testing.T) {
 	}
 }
 
+// TestPullRowOfAnotherKey: a pull change whose row carries another key than
+// its pk is an error that changes nothing. Applied, the local table would
+// hold row b while the scope's metadata holds a: the checksum (summed from the
+// metadata) would still match, and a later delete of a would leave b behind.
+func TestPullRowOfAnotherKey(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	if err := c.apply(ctx, func(a *applier) error { return a.setCursor("s1", ptr("c1")) }); err != nil {
+		t.Fatal(err)
+	}
+	resp := pullResponse{
+		Changes: []change{{Scope: "s1", Table: "items", Op: "upsert", PK: json.RawMessage(`{"id":"a"}`),
+			Row: json.RawMessage(`{"id":"b","n":1}`), ServerVersion: "v1", RowChecksum: 1}},
+		ScopeCursors: map[string]string{"s1": "c2"},
+		Checksums:    map[string]json.RawMessage{"s1": json.RawMessage(`"1"`)},
+	}
+	err := c.apply(ctx, func(a *applier) error {
+		return a.page(map[string]cursorRef{"s1": {Cursor: ptr("c1")}}, &resp, &Report{})
+	})
+	if err == nil {
+		t.Fatal("a row of another key was applied")
+	}
+	for q, want := range map[string]int{
+		`SELECT count(*) FROM items`:                               0,
+		`SELECT count(*) FROM _synchro_rows`:                       0,
+		`SELECT count(*) FROM _synchro_scopes WHERE cursor = 'c1'`: 1,
+	} {
+		if got := count(t, c, q); got != want {
+			t.Fatalf("%s: %d, want %d", q, got, want)
+		}
+	}
+}
+
 // TestTransportRetries: retryable answers are retried with backoff until
 // success; a non-retryable one is a typed error at once; exhausted attempts
 // return the last error.

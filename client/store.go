@@ -438,8 +438,16 @@ func (a *applier) deleteRow(t *table, k rowKey) error {
 // upsert applies a row state delivered for scope: the scope holds the row at
 // that version and checksum, it is the row's last server image, and the local
 // row takes it unless local mutations of the row are queued (their push
-// resolves the row).
+// resolves the row). A row whose key is not k is refused: the local table and
+// the scope's metadata would name different rows.
 func (a *applier) upsert(scope string, t *table, k rowKey, row json.RawMessage, version string, checksum uint32) error {
+	rk, err := a.key(t, row)
+	if err != nil {
+		return fmt.Errorf("synchro: the row delivered for key %s: %w", k.text, err)
+	}
+	if rk.text != k.text {
+		return fmt.Errorf("synchro: table %s: the row delivered for key %s has key %s", t.Name, k.text, rk.text)
+	}
 	if _, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_rows (tbl, pk, scope, server_version, row_checksum) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (tbl, pk, scope) DO UPDATE SET server_version = excluded.server_version, row_checksum = excluded.row_checksum`,
 		t.Name, k.text, scope, version, int64(checksum)); err != nil {
