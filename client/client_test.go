@@ -457,6 +457,28 @@ func TestPullRowOfAnotherKey(t *testing.T) {
 	}
 }
 
+// TestPullMissingChecksumRebuilds: a final pull page that moves a scope's
+// cursor but carries no checksum for it (the protocol sends one for every
+// served scope) leaves the scope unverified; it is rebuilt like a mismatch
+// instead of being trusted.
+func TestPullMissingChecksumRebuilds(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	serverRow(t, c, "s1", "a", `{"id":"a","n":1}`, "v1", 1)
+	if err := c.apply(ctx, func(a *applier) error { return a.setCursor("s1", ptr("c1")) }); err != nil {
+		t.Fatal(err)
+	}
+	resp := pullResponse{ScopeCursors: map[string]string{"s1": "c2"}, Checksums: map[string]json.RawMessage{}}
+	if err := c.apply(ctx, func(a *applier) error {
+		return a.page(map[string]cursorRef{"s1": {Cursor: ptr("c1")}}, &resp, &Report{})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, c, `SELECT count(*) FROM _synchro_scopes WHERE scope = 's1' AND cursor IS NULL`); got != 1 {
+		t.Fatal("a scope without a checksum on the final page kept its cursor")
+	}
+}
+
 // TestTransportRetries: retryable answers are retried with backoff until
 // success; a non-retryable one is a typed error at once; exhausted attempts
 // return the last error.

@@ -585,16 +585,31 @@ func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *
 	if resp.HasMore {
 		return nil
 	}
-	for s, raw := range resp.Checksums {
-		want, err := parseChecksum(raw)
-		if err != nil {
-			return fmt.Errorf("synchro: scope %s: %w", s, err)
+	// Every served scope (given a cursor) is verified; one without a checksum
+	// is rebuilt like a mismatch.
+	verify := map[string]bool{}
+	for s := range resp.Checksums {
+		verify[s] = true
+	}
+	for s := range resp.ScopeCursors {
+		if !rebuild[s] {
+			verify[s] = true
 		}
-		got, err := scopeSum(a.ctx, a.tx, "_synchro_rows", s)
-		if err != nil {
-			return err
+	}
+	for s := range verify {
+		raw, match := resp.Checksums[s]
+		if match {
+			want, err := parseChecksum(raw)
+			if err != nil {
+				return fmt.Errorf("synchro: scope %s: %w", s, err)
+			}
+			got, err := scopeSum(a.ctx, a.tx, "_synchro_rows", s)
+			if err != nil {
+				return err
+			}
+			match = got == want
 		}
-		if got != want {
+		if !match {
 			if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = NULL WHERE scope = ?`, s); err != nil {
 				return err
 			}
