@@ -112,6 +112,14 @@ func serverRow(t *testing.T, c *Client, scope, id, row, version string, checksum
 	}
 }
 
+// setCursor records a scope's cursor, as a pull or rebuild would.
+func setCursor(t *testing.T, c *Client, scope, cursor string) {
+	t.Helper()
+	if err := c.apply(context.Background(), func(a *applier) error { return a.setCursor(scope, &cursor) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func count(t *testing.T, c *Client, q string, args ...any) int {
 	t.Helper()
 	var n int
@@ -431,9 +439,7 @@ func TestUnknownOutcomeKeepsChange(t *testing.T) {
 func TestPullRowOfAnotherKey(t *testing.T) {
 	c := openLocal(t)
 	ctx := context.Background()
-	if err := c.apply(ctx, func(a *applier) error { return a.setCursor("s1", ptr("c1")) }); err != nil {
-		t.Fatal(err)
-	}
+	setCursor(t, c, "s1", "c1")
 	resp := pullResponse{
 		Changes: []change{{Scope: "s1", Table: "items", Op: "upsert", PK: json.RawMessage(`{"id":"a"}`),
 			Row: json.RawMessage(`{"id":"b","n":1}`), ServerVersion: "v1", RowChecksum: 1}},
@@ -465,9 +471,7 @@ func TestPullMissingChecksumRebuilds(t *testing.T) {
 	c := openLocal(t)
 	ctx := context.Background()
 	serverRow(t, c, "s1", "a", `{"id":"a","n":1}`, "v1", 1)
-	if err := c.apply(ctx, func(a *applier) error { return a.setCursor("s1", ptr("c1")) }); err != nil {
-		t.Fatal(err)
-	}
+	setCursor(t, c, "s1", "c1")
 	resp := pullResponse{ScopeCursors: map[string]string{"s1": "c2"}, Checksums: map[string]json.RawMessage{}}
 	if err := c.apply(ctx, func(a *applier) error {
 		return a.page(map[string]cursorRef{"s1": {Cursor: ptr("c1")}}, &resp, &Report{})
@@ -779,9 +783,7 @@ func TestSchemaChanges(t *testing.T) {
 	c := openLocal(t)
 	ctx := context.Background()
 	serverRow(t, c, "s1", "a", `{"id":"a","n":1}`, "v1", 1)
-	if err := c.apply(ctx, func(a *applier) error { return a.setCursor("s1", ptr("cur")) }); err != nil {
-		t.Fatal(err)
-	}
+	setCursor(t, c, "s1", "cur")
 	mustExec(t, c, `INSERT INTO nums (id, v) VALUES (1, 'x')`)
 	mustExec(t, c, `INSERT INTO items (id) VALUES ('b')`)
 
