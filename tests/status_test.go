@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,8 +24,9 @@ func TestSynchroctlStatus(t *testing.T) {
 
 	var out string
 	waitFor(t, "status READY: yes", 30*time.Second, func() (bool, error) {
-		out = runOK(t, ctl, "status", "--database-url", d.URL)
-		return strings.HasPrefix(out, "READY: yes"), nil
+		code, stdout, stderr := run(t, ctl, "status", "--database-url", d.URL)
+		out = stdout
+		return code == 0 && strings.HasPrefix(out, "READY: yes"), statusExit(code, out, stderr)
 	})
 	for _, want := range []string{"CHECK", "worker_database", "STREAM", "generation_start", "acknowledged",
 		"WORKER", "status-w", "streaming", "POISON: 0 blocking"} {
@@ -91,14 +93,30 @@ func TestSynchroctlStatus(t *testing.T) {
 		t.Fatalf("synchroctl registry list as an operator:\n%s", out)
 	}
 
-	// A poison transaction makes it not ready and is counted.
+	// A poison transaction makes it not ready and is counted; the exit status
+	// (3) says not ready, for scripts, with the JSON report as with the table.
 	d.Exec(t, `ALTER TABLE app.docs DISABLE TRIGGER synchro_fence; INSERT INTO app.docs VALUES (2, 'b')`)
 	waitFor(t, "status shows the poison", 30*time.Second, func() (bool, error) {
-		out = runOK(t, ctl, "status", "--database-url", d.URL)
-		return strings.Contains(out, "POISON: 1 blocking"), nil
+		code, out, stderr = run(t, ctl, "status", "--database-url", d.URL)
+		return strings.Contains(out, "POISON: 1 blocking"), statusExit(code, out, stderr)
 	})
-	if !strings.HasPrefix(out, "READY: NO") {
-		t.Fatalf("status with poison:\n%s", out)
+	if !strings.HasPrefix(out, "READY: NO") || code != 3 || !strings.Contains(stderr, "not ready: ") {
+		t.Fatalf("status with poison exited %d, stderr %q:\n%s", code, stderr, out)
 	}
 	t.Logf("synchroctl status:\n%s", out)
+	code, out, stderr = run(t, ctl, "status", "--json", "--database-url", d.URL)
+	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 3 || report.Ready {
+		t.Fatalf("json status with poison exited %d (%v), stderr %q:\n%s", code, err, stderr, out)
+	}
+}
+
+// statusExit fails on an exit status of synchroctl status other than 0 (ready)
+// and 3 (not ready), and on one that disagrees with the report it printed.
+func statusExit(code int, out, stderr string) error {
+	switch {
+	case code == 0 && strings.HasPrefix(out, "READY: yes"), code == 3 && strings.HasPrefix(out, "READY: NO"):
+		return nil
+	default:
+		return fmt.Errorf("synchroctl status exited %d with stdout %q, stderr %q", code, out, stderr)
+	}
 }

@@ -49,9 +49,23 @@ func main() {
 			os.Exit(0)
 		}
 		fmt.Fprintf(os.Stderr, "synchroctl %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		code := 1
+		var exit exitError
+		if errors.As(err, &exit) {
+			code = exit.code
+		}
+		os.Exit(code)
 	}
 }
+
+// exitError ends synchroctl with an exit status other than 1 (which means the
+// command failed).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: synchroctl <command> [flags]\n\ncommands:")

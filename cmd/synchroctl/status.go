@@ -51,7 +51,10 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 		return err
 	}
 	if c.json {
-		return c.output(out, r, nil, nil)
+		if err := c.output(out, r, nil, nil); err != nil {
+			return err
+		}
+		return r.exit()
 	}
 
 	fmt.Fprintf(out, "READY: %s\n\n", map[bool]string{true: "yes", false: "NO"}[r.Ready])
@@ -93,7 +96,30 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 	if err := printTable(out, []string{"worker", "state", "database", "heartbeat_age", "materialized_end"}, rows); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "\nPOISON: %d blocking transaction(s)%s\n", len(r.Poison),
-		map[bool]string{true: " (synchroctl poison list)", false: ""}[len(r.Poison) > 0])
-	return err
+	if _, err := fmt.Fprintf(out, "\nPOISON: %d blocking transaction(s)%s\n", len(r.Poison),
+		map[bool]string{true: " (synchroctl poison list)", false: ""}[len(r.Poison) > 0]); err != nil {
+		return err
+	}
+	return r.exit()
+}
+
+// exitNotReady is the exit status of `synchroctl status` when the report says
+// not ready, so that a script can gate on it; 1 remains "could not tell".
+const exitNotReady = 3
+
+// exit is nil when the report is ready and an exitError otherwise.
+func (r statusReport) exit() error {
+	if r.Ready {
+		return nil
+	}
+	failing := 0
+	for _, chk := range r.Readiness {
+		if !chk.Ok {
+			failing++
+		}
+	}
+	if failing == 0 {
+		return exitError{code: exitNotReady, msg: "not ready: no readiness checks to pass"}
+	}
+	return exitError{code: exitNotReady, msg: fmt.Sprintf("not ready: %d readiness check(s) failing", failing)}
 }
