@@ -301,7 +301,7 @@ func isoWithoutTime(t *testing.T, raw []byte) string {
 
 // TestSyncIdempotency: a push sent again returns the recorded outcomes, equal
 // to the first answer, and applies nothing again (one fence per applied
-// mutation); a replay with other contents is still the recorded outcome; a
+// mutation); another mutation sent under a recorded id is rejected; a
 // mutation id twice in one push is a 400 that writes nothing; the same push
 // sent concurrently by 8 requests applies once and every answer
 // agrees, also when the requests carry the mutations in different orders.
@@ -338,25 +338,44 @@ func TestSyncIdempotency(t *testing.T) {
 		if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.mutation WHERE client_id = 'c1'`); n != 6 {
 			t.Fatalf("%d recorded mutations, want 6", n)
 		}
-		// A replay with other contents, alone or in another batch, is the recorded outcome.
-		replay := requireOK(t, "replay", e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c1", "batch_id": "b2", "mutations": []any{
+		// Another mutation under a recorded id, alone or in another batch, is
+		// refused and writes nothing; it does not get the recorded outcome, which
+		// does not describe it.
+		other := requireOK(t, "other contents", e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c1", "batch_id": "b2", "mutations": []any{
 			mut("m2", "docs", "update", map[string]any{"id": "d1"}, map[string]any{"title": "other"}),
-			mut("m1", "docs", "insert", map[string]any{"id": "n1"}, map[string]any{"owner_id": "u1", "title": "again"})}}))
-		_, o2 := outcome(t, replay, "m2")
-		_, f2 := outcome(t, first, "m2")
-		_, o1 := outcome(t, replay, "m1")
-		_, f1 := outcome(t, first, "m1")
-		if mustMarshal(t, o2) != mustMarshal(t, f2) || mustMarshal(t, o1) != mustMarshal(t, f1) {
-			t.Fatalf("replay with other contents: %v %v, recorded %v %v", o2, o1, f2, f1)
+			mut("m1", "docs", "insert", map[string]any{"id": "n1"}, map[string]any{"owner_id": "u1", "title": "again"}),
+			mut("m6", "docs", "delete", map[string]any{"id": "n2"}, nil)}}))
+		for _, id := range []string{"m1", "m2", "m6"} {
+			list, o := outcome(t, other, id)
+			if list != "rejected" || o["status"] != "rejected" || o["code"] != "validation_failed" ||
+				!strings.Contains(fmt.Sprint(o["message"]), "mutation_id already names another mutation") {
+				t.Fatalf("%s with other contents: %s %v", id, list, o)
+			}
 		}
 		if got := queryText(t, e.d, `SELECT title FROM app.docs WHERE id = 'd1'`); got != "changed" {
-			t.Fatalf("a replay wrote: title %q", got)
+			t.Fatalf("a mutation under a recorded id wrote: title %q", got)
+		}
+		if n := queryInt(t, e.d, `SELECT count(*) FROM app.docs WHERE id IN ('n1', 'n2')`); n != 0 {
+			t.Fatalf("a mutation under a recorded id wrote: %d of the rows n1, n2", n)
+		}
+		if fences("c1", "m2") != 1 || fences("c1", "m1") != 1 || fences("c1", "m6") != 1 {
+			t.Fatal("a mutation under a recorded id created a fence")
+		}
+		// The same contents in another batch are a replay; an outcome recorded
+		// before digests existed replays whatever the contents.
+		e.d.Exec(t, `UPDATE synchro.mutation SET digest = NULL WHERE client_id = 'c1' AND mutation_id = 'm1'`)
+		replay := requireOK(t, "replay", e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c1", "batch_id": "b3", "mutations": []any{
+			mut("m2", "docs", "update", map[string]any{"id": "d1"}, map[string]any{"title": "changed"}),
+			mut("m1", "docs", "insert", map[string]any{"id": "n1"}, map[string]any{"owner_id": "u1", "title": "again"})}}))
+		for _, id := range []string{"m1", "m2"} {
+			_, o := outcome(t, replay, id)
+			_, f := outcome(t, first, id)
+			if mustMarshal(t, o) != mustMarshal(t, f) {
+				t.Fatalf("replay of %s: %v, recorded %v", id, o, f)
+			}
 		}
 		if n := queryInt(t, e.d, `SELECT count(*) FROM app.docs WHERE id = 'n1'`); n != 0 {
 			t.Fatal("a replayed insert wrote the deleted row again")
-		}
-		if fences("c1", "m2") != 1 || fences("c1", "m1") != 1 {
-			t.Fatal("a replay created a fence")
 		}
 		// The same mutation id of another client is another mutation.
 		o := requireOK(t, "other client", e.post(t, "u1", "/sync/push", map[string]any{"client_id": "c2", "mutations": []any{

@@ -93,6 +93,7 @@ type SynchroMutation struct {
 	BatchID    pgtype.Text        `json:"batch_id"`
 	Outcome    []byte             `json:"outcome"`
 	RecordedAt pgtype.Timestamptz `json:"recorded_at"`
+	Digest     pgtype.Text        `json:"digest"`
 }
 
 type SynchroPoison struct {

@@ -57,8 +57,11 @@ func Apply(ctx context.Context, databaseURL, publication string, log *slog.Logge
 // ApplyDB is Apply over an open database/sql handle.
 func ApplyDB(ctx context.Context, sqlDB *sql.DB, publication string, log *slog.Logger) (Result, error) {
 	var res Result
-	// goose keeps its version table in the synchro schema.
-	if _, err := sqlDB.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS synchro"); err != nil {
+	// goose keeps its version table in the synchro schema. Concurrent CREATE
+	// SCHEMA IF NOT EXISTS can fail on the catalog's unique index (23505) when
+	// deploy jobs start together, so the first one creates it under a lock the
+	// others wait for (one statement string: one transaction holds the lock).
+	if _, err := sqlDB.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext('synchro: create schema')); CREATE SCHEMA IF NOT EXISTS synchro"); err != nil {
 		return res, fmt.Errorf("create schema synchro: %w", err)
 	}
 	provider, err := newProvider(sqlDB)

@@ -4,7 +4,10 @@
 -- in the same transaction as the write, and a replayed mutation (also one sent
 -- concurrently, which waits for the first) returns the recorded outcome and writes
 -- nothing again; when that wait times out or deadlocks, the mutation is answered
--- server_retryable. server_retryable outcomes are not recorded, so a retry applies.
+-- server_retryable. A mutation whose contents (table, op, pk, columns,
+-- base_version) differ from those recorded under its mutation_id is rejected
+-- (validation_failed) and writes nothing: it is another change, which the recorded
+-- outcome does not describe. server_retryable outcomes are not recorded, so a retry applies.
 -- Request-level failures (unknown or foreign client, stale schema) refuse the
 -- whole request, and so does a database whose capture stream the worker has not
 -- started yet (503 not_ready): a write committed before the stream's start is
@@ -27,6 +30,8 @@ AS $$
 DECLARE
     c synchro.client := synchro.client_session(user_id, request, false);
     m jsonb;
+    digest text;
+    recorded synchro.mutation;
     res jsonb;
     claimed boolean;
     accepted jsonb := '[]';
@@ -40,9 +45,10 @@ BEGIN
     FOR m IN SELECT value FROM jsonb_array_elements(request -> 'mutations') LOOP
         claimed := NULL;
         res := NULL;
+        digest := md5(jsonb_build_array(m -> 'table', m -> 'op', m -> 'pk', m -> 'columns', m -> 'base_version')::text);
         BEGIN
-            INSERT INTO synchro.mutation (client_id, mutation_id, batch_id)
-            VALUES (c.client_id, m ->> 'mutation_id', request ->> 'batch_id')
+            INSERT INTO synchro.mutation (client_id, mutation_id, batch_id, digest)
+            VALUES (c.client_id, m ->> 'mutation_id', request ->> 'batch_id', digest)
             ON CONFLICT (client_id, mutation_id) DO NOTHING
             RETURNING true INTO claimed;
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
@@ -61,8 +67,14 @@ BEGIN
                 UPDATE synchro.mutation SET outcome = res
                 WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
             END IF;
-        ELSIF res IS NULL THEN -- a replay: the recorded outcome
-            res := (SELECT x.outcome FROM synchro.mutation x WHERE x.client_id = c.client_id AND x.mutation_id = m ->> 'mutation_id');
+        ELSIF res IS NULL THEN -- a replay: the recorded outcome, if it is the same mutation
+            SELECT * INTO recorded FROM synchro.mutation x WHERE x.client_id = c.client_id AND x.mutation_id = m ->> 'mutation_id';
+            res := recorded.outcome;
+            IF recorded.digest <> digest THEN -- (no digest: recorded before 00019)
+                res := jsonb_build_object('mutation_id', m ->> 'mutation_id', 'table', m ->> 'table', 'pk', m -> 'pk',
+                                          'status', 'rejected', 'code', 'validation_failed',
+                                          'message', 'mutation_id already names another mutation of this client (its table, op, pk, columns or base_version differ); send a new change under a new mutation_id');
+            END IF;
         END IF;
         IF res ->> 'status' = 'applied' THEN
             accepted := accepted || jsonb_build_array(res);
