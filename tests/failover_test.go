@@ -134,8 +134,11 @@ func TestKilledWorkerMaterializationEnds(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(buildCommands(t), "synchrod")
 	d := testdb.New(t)
+	// The sleep is wrapped in a function declared IMMUTABLE: a rule may call no
+	// VOLATILE built-in such as pg_sleep itself.
 	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.slow (id int PRIMARY KEY);
-		SELECT synchro.register_table('app.slow', '{"kind":"sql","membership":"SELECT CASE WHEN pg_sleep(60) IS NULL THEN ''all'' END"}')`)
+		CREATE FUNCTION app.slow_scope(jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN pg_sleep(60) IS NULL THEN 'all' END $$;
+		SELECT synchro.register_table('app.slow', '{"kind":"sql","membership":"SELECT app.slow_scope($1)"}')`)
 	slot := synchrodSlot()
 	t.Cleanup(func() { d.DropSlot(t, slot) })
 	cmd := command(context.Background(), bin, "--database-url", d.URL, "--listen", freeAddr(t), "--slot", slot,

@@ -25,7 +25,7 @@ const poisonSetup = `CREATE SCHEMA app; CREATE SCHEMA other;
 	-- sql rules that fail for some rows: division by zero, and a cast whose
 	-- error message quotes the row value.
 	CREATE TABLE app.r (id int PRIMARY KEY, title text);
-	SELECT synchro.register_table('app.r', '{"kind":"sql","membership":"SELECT CASE WHEN $1->>''title'' = ''boom'' THEN (1/0)::text ELSE ''all'' END"}');
+	SELECT synchro.register_table('app.r', '{"kind":"sql","membership":"SELECT CASE WHEN $1->>''title'' = ''boom'' THEN (1/(($1->>''id'')::int * 0))::text ELSE ''all'' END"}');
 	CREATE TABLE app.c (id int PRIMARY KEY, n text);
 	SELECT synchro.register_table('app.c', '{"kind":"sql","membership":"SELECT ''n:'' || ($1->>''n'')::int"}')`
 

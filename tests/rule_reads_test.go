@@ -11,6 +11,8 @@ package tests
 import (
 	"slices"
 	"testing"
+
+	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
 // ruleReadsSetup: app.rep2 is scoped by the team of its acl rows; app.acl is
@@ -136,5 +138,68 @@ func TestSQLRuleDeclaredReadMovesRows(t *testing.T) {
 	}
 	if got = impactSorted(got); !slices.Equal(got, []string{"team:green r1 delete", "team:purple r1 upsert"}) {
 		t.Fatalf("effects of the acl update: %v", got)
+	}
+}
+
+// TestRegisterSQLRuleRefusesHiddenReads: a function the rule calls could read a
+// table where registration cannot see it (so a change there would leave
+// memberships stale), or answer differently when a transaction is materialized
+// again. A rule may call IMMUTABLE functions and built-ins that are not
+// VOLATILE; registration refuses any other call, also in an impact query and
+// under a quoted name, and a rule that fails when planned without its parameter.
+func TestRegisterSQLRuleRefusesHiddenReads(t *testing.T) {
+	const setup = ruleReadsSetup + `;
+		CREATE FUNCTION app.team_of(text) RETURNS text LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN (SELECT team FROM app.acl WHERE rep_id = $1 LIMIT 1); END $$;
+		CREATE FUNCTION app."Pick Team"() RETURNS text LANGUAGE plpgsql VOLATILE AS $$ BEGIN RETURN 'x'; END $$;
+		CREATE SEQUENCE app.s`
+	reg := func(rule string) string { return `SELECT synchro.register_table('app.rep2', '` + rule + `')` }
+	const notImmutable = `, which is not IMMUTABLE (or is a VOLATILE built-in)`
+	runRejectCases(t, []rejectCase{
+		{
+			name: "a stable function that reads a table", setup: setup,
+			call:  reg(`{"kind":"sql","membership":"SELECT ''team:''||app.team_of($1->>''id'')"}`),
+			state: stateInvalidParameterValue, relation: "app.rep2", rule: `sql scope_rule membership calls app.team_of` + notImmutable,
+		},
+		{
+			name: "a volatile built-in", setup: setup,
+			call:  reg(`{"kind":"sql","membership":"SELECT ''team:''||(random() * 3)::int"}`),
+			state: stateInvalidParameterValue, relation: "app.rep2", rule: `sql scope_rule membership calls pg_catalog.random` + notImmutable,
+		},
+		{
+			name: "a quoted volatile function in a subquery", setup: setup,
+			call:  reg(`{"kind":"sql","membership":"SELECT s FROM (SELECT ''team:''||app.\"Pick Team\"() AS s) x"}`),
+			state: stateInvalidParameterValue, relation: "app.rep2", rule: `sql scope_rule membership calls app."Pick Team"` + notImmutable,
+		},
+		{
+			name: "an impact query calling a volatile built-in", setup: setup,
+			call: reg(`{"kind":"sql","membership":"` + ruleReadsMembership + `",
+				"impacts":{"app.acl":"SELECT $1->>''rep_id'' WHERE nextval(''app.s'') > 0"}}`),
+			state: stateInvalidParameterValue, relation: "app.rep2", rule: `sql scope_rule impact query for app.acl calls pg_catalog.nextval` + notImmutable,
+		},
+		{
+			// Checking the select list plans it; a constant error there would
+			// fail every evaluation under a generic plan.
+			name: "a rule whose generic plan fails", setup: setup,
+			call:  reg(`{"kind":"sql","membership":"SELECT CASE WHEN $1->>''id'' = ''x'' THEN (1/0)::text ELSE ''all'' END"}`),
+			state: stateInvalidParameterValue, relation: "app.rep2", rule: `sql scope_rule membership fails when planned for any row: division by zero`,
+		},
+	})
+}
+
+// TestSQLRuleCallsImmutableFunctions: a rule calling an IMMUTABLE function of
+// the application and stable built-ins registers and is evaluated.
+func TestSQLRuleCallsImmutableFunctions(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE TABLE app.notes (id text PRIMARY KEY, owner text);
+		CREATE FUNCTION app.norm(text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN lower(btrim($1)); END $$;
+		SELECT synchro.register_table('app.notes', $${"kind":"sql",
+			"membership":"SELECT 'user:'||app.norm($1->>'owner') WHERE to_regclass('app.notes') IS NOT NULL"}$$)`)
+	startStreaming(t, d, workerConfig(d, "w1"))
+	d.Exec(t, `INSERT INTO app.notes VALUES ('n1', ' Ada ')`)
+	waitMaterialized(t, d)
+	if got := rowsOf(t, d, `SELECT scope || ' ' || key FROM synchro.membership WHERE to_lsn IS NULL`); !slices.Equal(got, []string{"user:ada n1"}) {
+		t.Fatalf("open membership: %v", got)
 	}
 }

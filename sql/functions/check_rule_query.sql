@@ -17,7 +17,11 @@
 -- embedding statement's text. A synchro.projected call
 -- must name its relation with a constant; Synchro's own tables and other
 -- functions may not be read. A table read inside a function the query calls
--- (other than an inlined SQL function) is not seen.
+-- (other than an inlined SQL function) would not be seen, so every other function
+-- the plan calls must be IMMUTABLE (declared to read no table), or built in and not
+-- VOLATILE (a volatile one, random() or nextval(), would also give another answer
+-- when a transaction is materialized again). Built-in stable functions that run
+-- queries of their own (table_to_xml and the like) are not told apart.
 DROP FUNCTION IF EXISTS synchro.check_rule_query(text, oid, text);
 CREATE OR REPLACE FUNCTION synchro.check_rule_query(query text, rel oid, context text, readable oid[])
 RETURNS void
@@ -67,8 +71,19 @@ BEGIN
     END;
 
     PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
-    EXECUTE format(E'PREPARE synchro_rule_probe(jsonb) AS SELECT 1 FROM (%s\n) AS rule_query', query);
-    EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE synchro_rule_probe(NULL)' INTO plan;
+    -- The whole row is selected: the planner drops an output column nobody
+    -- reads, and with it a call in that column this check must see. A query
+    -- whose generic plan fails (a constant 1/0 in a CASE arm is evaluated when
+    -- planned without its parameter's value) is refused: it would fail every
+    -- evaluation whenever PostgreSQL chose a generic plan for it.
+    BEGIN
+        EXECUTE format(E'PREPARE synchro_rule_probe(jsonb) AS SELECT rule_query FROM (%s\n) AS rule_query', query);
+        EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE synchro_rule_probe(NULL)' INTO plan;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: % fails when planned for any row: %',
+            synchro.qualified_name(rel), context, SQLERRM
+            USING ERRCODE = 'invalid_parameter_value';
+    END;
     DEALLOCATE synchro_rule_probe;
     PERFORM set_config('plan_cache_mode', mode, true);
     SELECT string_agg(DISTINCT format('%I.%I', n->>'Schema', n->>'Relation Name'), ', ')
@@ -137,5 +152,27 @@ BEGIN
                         ELSE pos + length(call_prefix) + strpos(rest, call_prefix) - 1 END;
         END LOOP;
     END LOOP;
+
+    -- Every other call in the plan's expressions: built-ins deparse unqualified
+    -- (pg_catalog is the search_path here), others schema-qualified, each part
+    -- quoted as quote_ident quotes it. As above, a mention in a string constant
+    -- can only refuse a rule.
+    SELECT string_agg(DISTINCT format('%I.%I', f.nspname, f.proname), ', ')
+    INTO live
+    FROM (SELECT DISTINCT n #>> '{}' AS s
+          FROM jsonb_path_query(plan, 'strict $.**') n
+          WHERE jsonb_typeof(n) = 'string') str,
+         regexp_matches(str.s, '(?:([A-Za-z_][A-Za-z0-9_$]*|"(?:[^"]|"")+")\.)?([A-Za-z_][A-Za-z0-9_$]*|"(?:[^"]|"")+")\(', 'g') m,
+         LATERAL (SELECT ns.nspname, p.proname, p.provolatile
+                  FROM pg_proc p JOIN pg_namespace ns ON ns.oid = p.pronamespace
+                  WHERE quote_ident(ns.nspname) = coalesce(m[1], 'pg_catalog') AND quote_ident(p.proname) = m[2]) f
+    WHERE f.nspname <> 'synchro'
+      AND (f.provolatile = 'v' OR (f.nspname <> 'pg_catalog' AND f.provolatile <> 'i'));
+    IF live IS NOT NULL THEN
+        RAISE EXCEPTION 'synchro: relation % rejected: % calls %, which is not IMMUTABLE (or is a VOLATILE built-in): capture cannot follow what it reads, and it may answer differently when a transaction is materialized again',
+            synchro.qualified_name(rel), context, live
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A rule reads registered rows only through synchro.projected(relation); declare a function that reads no table IMMUTABLE, or write its SQL into the rule.';
+    END IF;
 END
 $$;
