@@ -57,6 +57,14 @@ type Config struct {
 	// (defaults 200ms and 10s); a Retry-After answer is honoured instead.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	// MaxResponseBytes caps the body of every answer the SDK reads (default
+	// 64 MiB). A larger answer is read no further and fails the Sync with a
+	// *Error of code response_too_large, before anything of it is applied.
+	// Pull and rebuild pages hold at most PageSize rows (the server caps the
+	// page at 1000), but PostgreSQL puts no bound on a row: 64 MiB is 500 rows
+	// of 128 KiB in wire form, or 16 rows as large as a push body may be
+	// (4 MiB). Replicas of tables with larger rows raise it or lower PageSize.
+	MaxResponseBytes int64
 }
 
 // Client is a local replica bound to one SQLite database file.
@@ -124,6 +132,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Client, error) {
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = 10 * time.Second
 	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = 64 << 20
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second}
 	}
@@ -136,7 +147,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{db: db, cfg: cfg, tr: &transport{base: cfg.ServerURL, http: cfg.HTTPClient, token: cfg.Token,
-		maxAttempts: cfg.MaxAttempts, backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax}}
+		maxAttempts: cfg.MaxAttempts, backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, maxBody: cfg.MaxResponseBytes}}
 	if err := c.init(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -513,7 +513,7 @@ func TestTransportRetries(t *testing.T) {
 	}))
 	defer srv.Close()
 	tr := &transport{base: srv.URL, http: srv.Client(), maxAttempts: 5, backoffBase: time.Millisecond, backoffMax: 5 * time.Millisecond,
-		token: func(context.Context) (string, error) { return "tok", nil }}
+		maxBody: 1 << 20, token: func(context.Context) (string, error) { return "tok", nil }}
 	var out struct{ OK bool }
 	if err := tr.post(context.Background(), "/x", map[string]any{}, &out); err != nil || !out.OK || calls != 3 {
 		t.Fatalf("post: %v, %+v after %d calls", err, out, calls)
@@ -615,6 +615,8 @@ type fakeServer struct {
 	rebuilds  int
 	rows      map[string]json.RawMessage
 	checksums map[string]uint32
+	pullPad   int   // bytes of padding added to each pull answer
+	pullRows  []any // changes of each pull answer
 }
 
 func (f *fakeServer) sum() uint32 {
@@ -655,9 +657,9 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if f.pulls == 1 {
 			sum++
 		}
-		resp = map[string]any{"changes": []any{}, "scope_cursors": map[string]any{"s1": "c"}, "scope_set_version": 1,
+		resp = map[string]any{"changes": orEmpty(f.pullRows), "scope_cursors": map[string]any{"s1": "c"}, "scope_set_version": 1,
 			"scope_updates": map[string]any{"add": []any{}, "remove": []any{}}, "rebuild": []any{}, "has_more": false,
-			"checksums": map[string]any{"s1": jsonNum(sum)}}
+			"checksums": map[string]any{"s1": jsonNum(sum)}, "padding": strings.Repeat(" ", f.pullPad)}
 	case "/sync/push":
 		var muts []mutation
 		_ = json.Unmarshal(req["mutations"], &muts)
@@ -834,4 +836,55 @@ func TestSchemaChanges(t *testing.T) {
 	}
 	mustExec(t, c, `INSERT INTO items (id) VALUES ('c')`) // the triggers are back
 	requireQueue(t, c, entry{Op: "upsert", PK: `{"id":"c"}`})
+}
+
+// TestResponseCap: an answer larger than Config.MaxResponseBytes is read no
+// further and fails the Sync with response_too_large (not retried), leaving the
+// replica as it was: the pull page it carried is not applied. Open defaults the
+// cap.
+func TestResponseCap(t *testing.T) {
+	f := &fakeServer{rows: map[string]json.RawMessage{"i1": json.RawMessage(`{"id":"i1","n":1,"done":false,"data":null,"meta":null}`)},
+		checksums: map[string]uint32{"i1": 7}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	ctx := context.Background()
+	c, err := Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"), Config{ServerURL: srv.URL, ClientID: "fake",
+		BackoffBase: time.Millisecond, MaxResponseBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.pullPad = 1 << 20
+	f.pullRows = []any{map[string]any{"scope": "s1", "table": "items", "op": "upsert", "pk": map[string]any{"id": "i1"},
+		"row": json.RawMessage(`{"id":"i1","n":99}`), "server_version": "v2", "row_checksum": 7}}
+	pulls := f.pulls
+	err = c.Sync(ctx)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != "response_too_large" || e.Retryable || !strings.Contains(e.Message, "65536") {
+		t.Fatalf("an answer over the cap: %v", err)
+	}
+	if f.pulls != pulls+1 {
+		t.Fatalf("%d pulls for one answer over the cap, want 1 (it is not retryable)", f.pulls-pulls)
+	}
+	for q, want := range map[string]int{
+		`SELECT n FROM items WHERE id = 'i1'`:                                      1,
+		`SELECT count(*) FROM _synchro_scopes WHERE scope = 's1' AND cursor = 'c'`: 1,
+		`SELECT count(*) FROM _synchro_images WHERE server_version = 'v2'`:         0,
+	} {
+		if got := count(t, c, q); got != want {
+			t.Fatalf("%s: %d, want %d", q, got, want)
+		}
+	}
+
+	d, err := Open(ctx, filepath.Join(t.TempDir(), "default.sqlite"), Config{ServerURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.cfg.MaxResponseBytes != 64<<20 || d.tr.maxBody != 64<<20 {
+		t.Fatalf("default cap %d (transport %d), want 64 MiB", d.cfg.MaxResponseBytes, d.tr.maxBody)
+	}
 }

@@ -15,8 +15,10 @@ import (
 )
 
 // Error is a protocol error answer of the server (docs/protocol-v3.md,
-// "Errors"), or a transport failure (Status 0, Code "transport") once the
-// SDK's retries are exhausted.
+// "Errors"), a transport failure (Status 0, Code "transport") once the SDK's
+// retries are exhausted, or an answer the SDK refuses: invalid_response (a 200
+// that is not the expected JSON) or response_too_large (a body over
+// Config.MaxResponseBytes). The SDK's own codes are not retryable.
 type Error struct {
 	Status     int    // HTTP status; 0 for a transport failure
 	Code       string // protocol error code, e.g. "schema_mismatch"
@@ -43,6 +45,7 @@ type transport struct {
 	maxAttempts int
 	backoffBase time.Duration
 	backoffMax  time.Duration
+	maxBody     int64 // largest answer body read
 }
 
 // post sends req as JSON to path and decodes a 200 answer into resp, retrying
@@ -129,7 +132,7 @@ func (t *transport) once(ctx context.Context, method, path string, body []byte, 
 		return &Error{Code: "transport", Message: err.Error(), Retryable: true}
 	}
 	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
+	raw, err := io.ReadAll(io.LimitReader(res.Body, t.maxBody+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -137,12 +140,16 @@ func (t *transport) once(ctx context.Context, method, path string, body []byte, 
 		return &Error{Status: res.StatusCode, Code: "transport", Message: "reading the answer: " + err.Error(), Retryable: true}
 	}
 	if res.StatusCode == http.StatusOK {
+		if int64(len(raw)) > t.maxBody {
+			return &Error{Status: res.StatusCode, Code: "response_too_large",
+				Message: fmt.Sprintf("the answer to %s is larger than %d bytes (Config.MaxResponseBytes)", path, t.maxBody)}
+		}
 		if err := json.Unmarshal(raw, resp); err != nil {
 			return &Error{Status: res.StatusCode, Code: "invalid_response", Message: "the answer is not the expected JSON: " + err.Error()}
 		}
 		return nil
 	}
-	return errorFrom(res, raw)
+	return errorFrom(res, raw) // an error body over the cap is cut, so not the protocol's: its status decides
 }
 
 // errorFrom builds the *Error of a non-200 answer.
