@@ -888,3 +888,43 @@ func TestResponseCap(t *testing.T) {
 		t.Fatalf("default cap %d (transport %d), want 64 MiB", d.cfg.MaxResponseBytes, d.tr.maxBody)
 	}
 }
+
+// TestPullServesOnlyResumedScopes: a pull page moves only the cursors of the
+// scopes it was asked to resume. A page that adds scope x (a new assignment)
+// and also carries x's rows and a cursor for it, or a cursor for s2, which was
+// asked for with no cursor (it waits for a rebuild), must leave both without a
+// cursor: the protocol serves such scopes nothing (they are rebuilt), and
+// taking the cursor would mark them synced without the rows before it.
+func TestPullServesOnlyResumedScopes(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	setCursor(t, c, "s1", "c1")
+	if err := c.apply(ctx, func(a *applier) error { return a.addScope("s2") }); err != nil {
+		t.Fatal(err)
+	}
+	resp := pullResponse{
+		Changes: []change{
+			{Scope: "s1", Table: "items", Op: "upsert", PK: json.RawMessage(`{"id":"a"}`), Row: json.RawMessage(`{"id":"a","n":1}`), ServerVersion: "v1", RowChecksum: 1},
+			{Scope: "x", Table: "items", Op: "upsert", PK: json.RawMessage(`{"id":"b"}`), Row: json.RawMessage(`{"id":"b","n":2}`), ServerVersion: "v1", RowChecksum: 2},
+		},
+		ScopeCursors: map[string]string{"s1": "c1b", "s2": "c2", "x": "cx"},
+		ScopeUpdates: scopeDiff{Add: []struct {
+			ID string `json:"id"`
+		}{{ID: "x"}}},
+		HasMore: true,
+	}
+	requested := map[string]cursorRef{"s1": {Cursor: ptr("c1")}, "s2": {}}
+	if err := c.apply(ctx, func(a *applier) error { return a.page(requested, &resp, &Report{}) }); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]int{
+		`SELECT count(*) FROM _synchro_scopes WHERE scope = 's1' AND cursor = 'c1b'`:         1,
+		`SELECT count(*) FROM _synchro_scopes WHERE scope IN ('s2', 'x') AND cursor IS NULL`: 2,
+		`SELECT count(*) FROM items WHERE id = 'a'`:                                          1,
+		`SELECT count(*) FROM items WHERE id = 'b'`:                                          0,
+	} {
+		if got := count(t, c, q); got != want {
+			t.Fatalf("%s: %d, want %d", q, got, want)
+		}
+	}
+}

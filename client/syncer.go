@@ -541,10 +541,19 @@ func (c *Client) pull(ctx context.Context, rep *Report) error {
 	return errors.New("synchro: pull does not end")
 }
 
-// page applies one pull page.
+// page applies one pull page. It serves only the scopes asked to resume (sent
+// with a cursor) and not listed in rebuild: whatever it carries for another
+// scope (one it adds, one waiting for a rebuild) is ignored, since such a scope
+// is rebuilt, and a cursor taken for it would mark it synced without the rows
+// before that cursor.
 func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *Report) error {
+	rebuild := map[string]bool{}
+	for _, s := range resp.Rebuild {
+		rebuild[s] = true
+	}
+	served := func(scope string) bool { return requested[scope].Cursor != nil && !rebuild[scope] }
 	for _, ch := range resp.Changes {
-		if _, ok := requested[ch.Scope]; !ok {
+		if !served(ch.Scope) {
 			continue
 		}
 		t := a.m.byName[ch.Table]
@@ -571,12 +580,8 @@ func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *
 	if err := a.scopeChanges(resp.ScopeUpdates, resp.Rebuild, resp.ScopeSetVersion); err != nil {
 		return err
 	}
-	rebuild := map[string]bool{}
-	for _, s := range resp.Rebuild {
-		rebuild[s] = true
-	}
 	for s, cur := range resp.ScopeCursors {
-		if !rebuild[s] {
+		if served(s) {
 			if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = ? WHERE scope = ?`, cur, s); err != nil {
 				return err
 			}
@@ -592,11 +597,12 @@ func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *
 		verify[s] = true
 	}
 	for s := range resp.ScopeCursors {
-		if !rebuild[s] {
-			verify[s] = true
-		}
+		verify[s] = true
 	}
 	for s := range verify {
+		if !served(s) {
+			continue
+		}
 		raw, match := resp.Checksums[s]
 		if match {
 			want, err := parseChecksum(raw)
