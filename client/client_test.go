@@ -928,3 +928,63 @@ func TestPullServesOnlyResumedScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestPushAnswerKeyIsTheServers: the server answers a pushed row under its
+// canonical key (a uuid in lower case however it was sent). The replica then
+// holds the row, its queued later edits and its image under that key, so the
+// push answer and the pull's delivery of the row are one row, not two.
+func TestPushAnswerKeyIsTheServers(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	const a, b = "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "B0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"
+	la, lb := strings.ToLower(a), strings.ToLower(b)
+	mustExec(t, c, `INSERT INTO items (id, n) VALUES (?, 1), (?, 1)`, a, b)
+	batch, err := c.nextBatch(ctx, 1<<62)
+	if err != nil || len(batch) != 2 {
+		t.Fatalf("batch %d, %v", len(batch), err)
+	}
+	mustExec(t, c, `UPDATE items SET n = 2 WHERE id = ?`, b) // while the push is in flight
+	var answers []outcome
+	for _, q := range batch {
+		var pk struct{ ID string }
+		if err := json.Unmarshal(q.m.PK, &pk); err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, outcome{MutationID: q.m.MutationID, Status: "applied", ServerVersion: ptr("v1"),
+			ServerRow: json.RawMessage(`{"id":"` + strings.ToLower(pk.ID) + `","n":1}`)})
+	}
+	if err := c.apply(ctx, func(a *applier) error { _, err := a.outcomes(batch, answers, &Report{}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	requireRows := func() {
+		t.Helper()
+		got := map[string]int{}
+		rows, err := c.DB().Query(`SELECT id, n FROM items`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var n int
+			if err := rows.Scan(&id, &n); err != nil {
+				t.Fatal(err)
+			}
+			got[id] = n
+		}
+		if len(got) != 2 || got[la] != 1 || got[lb] != 2 {
+			t.Fatalf("local rows %v, want %s=1 and %s=2 (the later edit)", got, la, lb)
+		}
+	}
+	requireRows()
+	requireQueue(t, c, entry{Op: "update", PK: `{"id":"` + lb + `"}`, Base: "v1"})
+	if got := count(t, c, `SELECT count(*) FROM _synchro_images WHERE pk IN (?, ?)`, `{"id":"`+la+`"}`, `{"id":"`+lb+`"}`); got != 2 {
+		t.Fatalf("%d images under the server's keys, want 2", got)
+	}
+	if got := count(t, c, `SELECT count(*) FROM _synchro_images`); got != 2 {
+		t.Fatalf("%d images, want 2", got)
+	}
+	serverRow(t, c, "s1", la, `{"id":"`+la+`","n":1}`, "v1", 1)
+	serverRow(t, c, "s1", lb, `{"id":"`+lb+`","n":1}`, "v1", 1)
+	requireRows()
+}

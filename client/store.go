@@ -82,7 +82,7 @@ type table struct {
 
 	types map[string]string // column -> portable type
 	// SQL built once per table.
-	upsertSQL, deleteSQL, keySQL string
+	upsertSQL, deleteSQL, keySQL, rekeySQL string
 }
 
 // column is one synced column.
@@ -158,6 +158,8 @@ func (t *table) prepare() {
 		where[i] = quoteIdent(k) + " = ?"
 		obj[i] = quoteLit(k) + ", ?"
 	}
+	t.rekeySQL = fmt.Sprintf("UPDATE OR REPLACE %s SET %s WHERE %s",
+		quoteIdent(t.Name), strings.Join(where, ", "), strings.Join(where, " AND "))
 	conflict := "DO NOTHING"
 	if len(sets) > 0 {
 		conflict = "DO UPDATE SET " + strings.Join(sets, ", ")
@@ -373,6 +375,28 @@ func keyOf(ctx context.Context, q queryer, t *table, pk json.RawMessage) (rowKey
 	}
 	err = q.QueryRowContext(ctx, t.keySQL, k.vals...).Scan(&k.text)
 	return k, err
+}
+
+// serverKey is the key of row, a row the server answered a push of the row
+// of key k with. The server answers under its canonical key (a uuid in lower
+// case with hyphens, whatever case it was sent in), the key pull delivers the
+// row under; when that is not k, the local row (replacing any local row of
+// that key), its queued mutations and its image move to it, so the replica
+// keeps one row.
+func (a *applier) serverKey(t *table, k rowKey, row json.RawMessage) (rowKey, error) {
+	sk, err := a.key(t, row)
+	if err != nil || sk.text == k.text {
+		return sk, err
+	}
+	if _, err := a.tx.ExecContext(a.ctx, t.rekeySQL, append(append([]any{}, sk.vals...), k.vals...)...); err != nil {
+		return sk, err
+	}
+	for _, side := range []string{"_synchro_queue", "_synchro_images"} {
+		if _, err := a.tx.ExecContext(a.ctx, `UPDATE OR REPLACE `+side+` SET pk = ? WHERE tbl = ? AND pk = ?`, sk.text, t.Name, k.text); err != nil {
+			return sk, err
+		}
+	}
+	return sk, nil
 }
 
 // pending reports whether local mutations of the row are queued.

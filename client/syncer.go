@@ -378,7 +378,8 @@ func (c *Client) wireColumns(m *mutation, cols sql.NullString) error {
 }
 
 // outcomes applies a push answer to the batch; it returns how many mutations
-// stay in flight (answered server_retryable, or not answered at all).
+// stay in flight (answered server_retryable, or not answered at all). An
+// answer carrying server_row moves the row to that row's key (serverKey).
 //   - applied: the entry leaves the queue, the answer is the row's server image
 //     and later entries of the row take its version as base_version; the local
 //     row takes server_row unless later local changes are queued.
@@ -420,6 +421,9 @@ func (a *applier) outcomes(batch []queued, answers []outcome, rep *Report) (int,
 			continue
 		}
 		k, err := a.key(t, q.m.PK)
+		if err == nil && !isNull(o.ServerRow) {
+			k, err = a.serverKey(t, k, o.ServerRow)
+		}
 		if err != nil {
 			return 0, err
 		}

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/synchro-sync/synchro/client"
@@ -496,5 +497,55 @@ func TestClientWritesDuringPush(t *testing.T) {
 	}
 	if got := r.localString(t, `SELECT group_concat(id || '=' || title || '/' || coalesce(n, '-'), ',') FROM (SELECT * FROM docs ORDER BY id)`); got != "d1=during push/1,d3=three/1,d4=four/-" {
 		t.Fatalf("reader docs: %s", got)
+	}
+}
+
+// TestClientUUIDKeyInUpperCase: the application inserts rows keyed by a uuid
+// in upper case; the server answers and pulls them in lower case. Each is one
+// local row (under the server's key) on the writer, edits made while the push
+// was in flight included, and on another replica.
+func TestClientUUIDKeyInUpperCase(t *testing.T) {
+	e := newSyncEnv(t, `CREATE TABLE app.things (id uuid PRIMARY KEY, owner_id text NOT NULL, title text);
+		SELECT synchro.register_table('app.things', '{"kind":"column","template":"user:{owner_id}"}');`)
+	const a, b = "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "B0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"
+	dir := t.TempDir()
+	var w *sdkClient
+	armed := false
+	httpClient := &http.Client{Transport: hookTransport{hook: func(path string) {
+		if path == "/sync/push" && armed {
+			armed = false
+			w.exec(t, `UPDATE things SET title = 'edited during the push' WHERE id = ?`, b)
+		}
+	}}}
+	c, err := client.Open(context.Background(), filepath.Join(dir, "w.sqlite"), client.Config{
+		ServerURL: e.url, ClientID: "w", HTTPClient: httpClient,
+		Token: func(context.Context) (string, error) { return token(t, "u1"), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	w = &sdkClient{Client: c, name: "w", user: "u1"}
+	r := openClient(t, e, dir, "u1", "r")
+	w.sync(t) // creates the local tables
+
+	w.exec(t, `INSERT INTO things (id, owner_id, title) VALUES (?, 'u1', 'a'), (?, 'u1', 'b')`, a, b)
+	armed = true
+	if rep := w.sync(t); rep.Pushed != 2 || rep.Rejected != 0 || rep.Pending != 1 {
+		t.Fatalf("first sync: %+v", rep)
+	}
+	rows := func(c *sdkClient) string {
+		return c.localString(t, `SELECT group_concat(id || '=' || title, ',') FROM (SELECT * FROM things ORDER BY id)`)
+	}
+	la, lb := strings.ToLower(a), strings.ToLower(b)
+	if got, want := rows(w), la+"=a,"+lb+"=edited during the push"; got != want {
+		t.Fatalf("writer rows after the push: %s, want %s", got, want)
+	}
+	settle(t, e, w, r)
+	for _, c := range []*sdkClient{w, r} {
+		if got, want := rows(c), la+"=a,"+lb+"=edited during the push"; got != want {
+			t.Fatalf("%s rows: %s, want %s", c.name, got, want)
+		}
+		requireScopes(t, e, c)
 	}
 }
