@@ -15,7 +15,9 @@ import (
 // pushed once with the base_version of the server state the edits started
 // from. Entries of the batch in flight (sent = 1) are never changed; a change
 // made meanwhile gets its own entry, whose base_version is moved on when the
-// batch's outcome arrives. Every entry carries all synced columns; bytes
+// batch's entry of the row is applied. When that entry is refused instead, the
+// later entry stays queued with its base_version (an update becoming an upsert
+// after a refused insert or delete, as if merged into it). Every entry carries all synced columns; bytes
 // columns are recorded as hex text (SQLite's JSON cannot hold blobs).
 
 // triggerSQL is the DDL of t's capture triggers.

@@ -7,8 +7,10 @@
 // durable queue; Sync pushes that queue, pulls the server's changes for every
 // scope, rebuilds scopes the server (or a checksum mismatch) asks to rebuild,
 // and verifies the scope checksums. Rows the SDK applies from the server are
-// not captured. A local change the server rejects is reverted to the last
-// server state of the row and recorded (Rejections).
+// not captured. A local change the server refuses is recorded (Rejections) and
+// the row reverted to its server state; changes of the row made while that
+// change was in flight stay queued, and the next push has the server answer
+// them on their own.
 //
 // Synchro's own state lives in side tables named _synchro_*; applications must
 // not write them.
@@ -86,7 +88,7 @@ type Client struct {
 // Report summarizes one Sync.
 type Report struct {
 	Pushed   int      // mutations the server applied
-	Rejected int      // mutations rejected (conflicts and rejections), reverted locally
+	Rejected int      // mutations refused (conflicts and rejections), reverted locally unless later changes are queued
 	Retried  int      // mutations answered server_retryable (kept queued)
 	Pulled   int      // changes applied from pull pages
 	Rebuilt  []string // scopes rebuilt (in order; a scope may appear twice)
@@ -101,7 +103,10 @@ type Scope struct {
 	Checksum uint32 // sum mod 2^32 of their row checksums
 }
 
-// Rejection records a local change the server refused; the row was reverted.
+// Rejection records a local change the server refused. The row was reverted
+// to its server state, unless later changes of it were queued: they are pushed
+// by the next Sync and answered on their own (one made on top of a conflicting
+// change conflicts in turn and is recorded too).
 type Rejection struct {
 	MutationID string
 	Table      string

@@ -988,3 +988,64 @@ func TestPushAnswerKeyIsTheServers(t *testing.T) {
 	serverRow(t, c, "s1", lb, `{"id":"`+lb+`","n":1}`, "v1", 1)
 	requireRows()
 }
+
+// TestRefusedChangeKeepsLaterEdits: edits of a row made while its push was in
+// flight are not dropped when the server refuses the pushed change: they stay
+// queued, the local row keeps them, and the next push has the server answer
+// them on their own. Against the old base version an edit conflicts again and
+// is recorded as well; after a refused insert it is pushed as an upsert, as
+// if it had been merged into the insert.
+func TestRefusedChangeKeepsLaterEdits(t *testing.T) {
+	c := openLocal(t)
+	ctx := context.Background()
+	serverRow(t, c, "s1", "a", `{"id":"a","n":1}`, "v1", 1)
+	mustExec(t, c, `UPDATE items SET n = 9 WHERE id = 'a'`)
+	mustExec(t, c, `INSERT INTO items (id, n) VALUES ('c', -1)`)
+	batch, err := c.nextBatch(ctx, 1<<62)
+	if err != nil || len(batch) != 2 {
+		t.Fatalf("batch %d, %v", len(batch), err)
+	}
+	id := map[string]string{}
+	for _, q := range batch {
+		id[q.key] = q.m.MutationID
+	}
+	mustExec(t, c, `UPDATE items SET done = 1 WHERE id = 'a'`) // while the push is in flight
+	mustExec(t, c, `UPDATE items SET n = 3 WHERE id = 'c'`)
+	answer := func(batch []queued, answers ...outcome) {
+		t.Helper()
+		var rep Report
+		if err := c.apply(ctx, func(a *applier) error { _, err := a.outcomes(batch, answers, &rep); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Rejected != len(answers) {
+			t.Fatalf("report %+v", rep)
+		}
+	}
+	answer(batch,
+		outcome{MutationID: id[`{"id":"a"}`], Status: "conflict", Code: "version_conflict", ServerVersion: ptr("v7"), ServerRow: json.RawMessage(`{"id":"a","n":7}`)},
+		outcome{MutationID: id[`{"id":"c"}`], Status: "rejected", Code: "validation_failed", Message: "n >= 0"})
+	requireQueue(t, c, entry{Op: "update", PK: `{"id":"a"}`, Base: "v1"}, entry{Op: "upsert", PK: `{"id":"c"}`})
+	if got := c.DB().QueryRow(`SELECT 1 FROM items WHERE id = 'a' AND n = 9 AND done = 1`).Scan(new(int)); got != nil {
+		t.Fatalf("a lost its queued edits: %v", got)
+	}
+	if got := count(t, c, `SELECT n FROM items WHERE id = 'c'`); got != 3 {
+		t.Fatalf("c lost its queued edit: n = %d", got)
+	}
+	if got := count(t, c, `SELECT count(*) FROM _synchro_images WHERE pk = '{"id":"a"}' AND server_version = 'v7'`); got != 1 {
+		t.Fatal("a's image is not the conflict's server row")
+	}
+
+	// The next push: a's edit conflicts too and a becomes the server's row.
+	batch, err = c.nextBatch(ctx, 1<<62)
+	if err != nil || len(batch) != 2 {
+		t.Fatalf("second batch %d, %v", len(batch), err)
+	}
+	answer(batch[:1], outcome{MutationID: batch[0].m.MutationID, Status: "conflict", Code: "version_conflict", ServerVersion: ptr("v7"), ServerRow: json.RawMessage(`{"id":"a","n":7}`)})
+	if got := count(t, c, `SELECT n FROM items WHERE id = 'a'`); got != 7 {
+		t.Fatalf("a is not the server's row after its last queued edit conflicted: n = %d", got)
+	}
+	rs, err := c.Rejections(ctx)
+	if err != nil || len(rs) != 3 || rs[2].MutationID != batch[0].m.MutationID {
+		t.Fatalf("rejections %+v, %v; want the two refused changes and the later edit of a", rs, err)
+	}
+}

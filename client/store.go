@@ -453,6 +453,18 @@ func (a *applier) writeRow(t *table, row json.RawMessage) error {
 	return err
 }
 
+// resolve makes the local row the server's row (deletes it when row is nil),
+// unless local mutations of it are queued: their push resolves the row.
+func (a *applier) resolve(t *table, k rowKey, row json.RawMessage) error {
+	if p, err := a.pending(t, k); err != nil || p {
+		return err
+	}
+	if row == nil {
+		return a.deleteRow(t, k)
+	}
+	return a.writeRow(t, row)
+}
+
 // deleteRow deletes the row from the local table.
 func (a *applier) deleteRow(t *table, k rowKey) error {
 	_, err := a.tx.ExecContext(a.ctx, t.deleteSQL, k.vals...)
@@ -480,10 +492,7 @@ func (a *applier) upsert(scope string, t *table, k rowKey, row json.RawMessage, 
 	if err := a.setImage(t, k, row, &version, false); err != nil {
 		return err
 	}
-	if p, err := a.pending(t, k); err != nil || p {
-		return err
-	}
-	return a.writeRow(t, row)
+	return a.resolve(t, k, row)
 }
 
 // remove applies the row's leaving scope: once no scope holds it, its image
@@ -503,10 +512,7 @@ func (a *applier) forgetUnheld(t *table, k rowKey) error {
 	if err := a.dropImage(t, k); err != nil {
 		return err
 	}
-	if p, err := a.pending(t, k); err != nil || p {
-		return err
-	}
-	return a.deleteRow(t, k)
+	return a.resolve(t, k, nil)
 }
 
 // forgetOrphans drops the rows the replica knows only from push answers: once

@@ -383,11 +383,13 @@ func (c *Client) wireColumns(m *mutation, cols sql.NullString) error {
 //   - applied: the entry leaves the queue, the answer is the row's server image
 //     and later entries of the row take its version as base_version; the local
 //     row takes server_row unless later local changes are queued.
-//   - conflict: the row's entries leave the queue, a rejection is recorded and
-//     the row becomes server_row (deleted when it is null, or when the row is
-//     in none of the replica's scopes).
+//   - conflict: the entry leaves the queue, a rejection is recorded, server_row
+//     is the row's server image and the local row takes it (is deleted when it
+//     is null, or when the row is in none of the replica's scopes) unless later
+//     local changes are queued. Those keep their base_version (the version
+//     they were made on), so the server answers them too, as a conflict.
 //   - rejected: likewise, the row is reverted to its last server image
-//     (deleted when there is none).
+//     (deleted when there is none) unless later local changes are queued.
 //   - retry: the entry stays in flight and is resent with the same mutation_id.
 //
 // Any other status is an error: the transaction rolls back, the batch stays in
@@ -445,15 +447,21 @@ func (a *applier) outcomes(batch []queued, answers []outcome, rep *Report) (int,
 	return retried + len(byID), nil
 }
 
-// settle removes an answered entry from the queue: only the entry when it was
-// applied; every entry of the row (and a rejection record) otherwise.
+// settle removes an answered entry from the queue, recording it when it was
+// refused. The row's later entries (changes made while it was in flight) stay
+// queued, to be answered on their own; after a refused insert or delete a later
+// update becomes an upsert, as the capture triggers merge an update into them.
 func (a *applier) settle(q queued, o outcome) error {
-	if o.Status == "applied" {
-		_, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_queue WHERE seq = ?`, q.seq)
+	if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_queue WHERE seq = ?`, q.seq); err != nil {
 		return err
 	}
-	if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_queue WHERE tbl = ? AND pk = ?`, q.m.Table, q.key); err != nil {
-		return err
+	if o.Status == "applied" {
+		return nil
+	}
+	if q.m.Op != "update" {
+		if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET op = 'upsert' WHERE tbl = ? AND pk = ? AND op = 'update'`, q.m.Table, q.key); err != nil {
+			return err
+		}
 	}
 	code := o.Code
 	if code == "" {
@@ -478,10 +486,7 @@ func (a *applier) applied(t *table, k rowKey, q queued, o outcome) error {
 	if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = ? WHERE tbl = ? AND pk = ?`, o.ServerVersion, t.Name, k.text); err != nil {
 		return err
 	}
-	if later, err := a.pending(t, k); err != nil || later {
-		return err
-	}
-	return a.writeRow(t, o.ServerRow)
+	return a.resolve(t, k, o.ServerRow)
 }
 
 func (a *applier) conflicted(t *table, k rowKey, o outcome) error {
@@ -500,24 +505,22 @@ func (a *applier) conflicted(t *table, k rowKey, o outcome) error {
 		if err := a.dropImage(t, k); err != nil {
 			return err
 		}
-		return a.deleteRow(t, k)
+		return a.resolve(t, k, nil)
 	}
 	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion, true); err != nil {
 		return err
 	}
-	return a.writeRow(t, o.ServerRow)
+	return a.resolve(t, k, o.ServerRow)
 }
 
-// revert restores the row's last server image, or deletes it when there is none.
+// revert restores the row's last server image, or deletes it when there is
+// none (unless later changes of it are queued).
 func (a *applier) revert(t *table, k rowKey) error {
 	img, err := a.image(t, k)
 	if err != nil {
 		return err
 	}
-	if img == nil {
-		return a.deleteRow(t, k)
-	}
-	return a.writeRow(t, img)
+	return a.resolve(t, k, img)
 }
 
 // pull pages the held scopes' changes until has_more is false, applying each

@@ -445,6 +445,29 @@ func (h hookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
+// openPushHookClient opens the SDK replica name of u1 in dir; after
+// arm(during), its next push runs during before it is sent, as an application
+// writing while the push is in flight.
+func openPushHookClient(t *testing.T, e *syncEnv, dir, name string) (c *sdkClient, arm func(during func())) {
+	t.Helper()
+	var during func()
+	httpClient := &http.Client{Transport: hookTransport{hook: func(path string) {
+		if f := during; path == "/sync/push" && f != nil {
+			during = nil
+			f()
+		}
+	}}}
+	cl, err := client.Open(context.Background(), filepath.Join(dir, name+".sqlite"), client.Config{
+		ServerURL: e.url, ClientID: name, HTTPClient: httpClient,
+		Token: func(context.Context) (string, error) { return token(t, "u1"), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return &sdkClient{Client: cl, name: name, user: "u1"}, func(f func()) { during = f }
+}
+
 // TestClientWritesDuringPush: the application writes rows of the batch while
 // its push is in flight. Those writes are kept locally (neither the push's
 // answer nor the pull's echo overwrites them), queued on top of the pushed
@@ -452,33 +475,18 @@ func (h hookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestClientWritesDuringPush(t *testing.T) {
 	e := newSyncEnv(t, "")
 	dir := t.TempDir()
-	var w *sdkClient
-	armed := false
-	httpClient := &http.Client{Transport: hookTransport{hook: func(path string) {
-		if path != "/sync/push" || !armed {
-			return
-		}
-		armed = false
-		w.exec(t, `UPDATE docs SET title = 'during push' WHERE id = 'd1'`)
-		w.exec(t, `DELETE FROM docs WHERE id = 'd2'`)
-		w.exec(t, `INSERT INTO docs (id, owner_id, title) VALUES ('d4', 'u1', 'four')`)
-	}}}
-	c, err := client.Open(context.Background(), filepath.Join(dir, "w.sqlite"), client.Config{
-		ServerURL: e.url, ClientID: "w", HTTPClient: httpClient,
-		Token: func(context.Context) (string, error) { return token(t, "u1"), nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	w = &sdkClient{Client: c, name: "w", user: "u1"}
+	w, arm := openPushHookClient(t, e, dir, "w")
 	r := openClient(t, e, dir, "u1", "r")
 	w.sync(t) // creates the local tables
 
 	w.exec(t, `INSERT INTO docs (id, owner_id, title) VALUES ('d1', 'u1', 'one'), ('d2', 'u1', 'two'), ('d3', 'u1', 'three')`)
 	w.sync(t)
 	w.exec(t, `UPDATE docs SET n = 1`)
-	armed = true
+	arm(func() {
+		w.exec(t, `UPDATE docs SET title = 'during push' WHERE id = 'd1'`)
+		w.exec(t, `DELETE FROM docs WHERE id = 'd2'`)
+		w.exec(t, `INSERT INTO docs (id, owner_id, title) VALUES ('d4', 'u1', 'four')`)
+	})
 	if rep := w.sync(t); rep.Pushed != 3 || rep.Rejected != 0 || rep.Pending != 3 {
 		t.Fatalf("first sync: %+v", rep)
 	}
@@ -509,28 +517,12 @@ func TestClientUUIDKeyInUpperCase(t *testing.T) {
 		SELECT synchro.register_table('app.things', '{"kind":"column","template":"user:{owner_id}"}');`)
 	const a, b = "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "B0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"
 	dir := t.TempDir()
-	var w *sdkClient
-	armed := false
-	httpClient := &http.Client{Transport: hookTransport{hook: func(path string) {
-		if path == "/sync/push" && armed {
-			armed = false
-			w.exec(t, `UPDATE things SET title = 'edited during the push' WHERE id = ?`, b)
-		}
-	}}}
-	c, err := client.Open(context.Background(), filepath.Join(dir, "w.sqlite"), client.Config{
-		ServerURL: e.url, ClientID: "w", HTTPClient: httpClient,
-		Token: func(context.Context) (string, error) { return token(t, "u1"), nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	w = &sdkClient{Client: c, name: "w", user: "u1"}
+	w, arm := openPushHookClient(t, e, dir, "w")
 	r := openClient(t, e, dir, "u1", "r")
 	w.sync(t) // creates the local tables
 
 	w.exec(t, `INSERT INTO things (id, owner_id, title) VALUES (?, 'u1', 'a'), (?, 'u1', 'b')`, a, b)
-	armed = true
+	arm(func() { w.exec(t, `UPDATE things SET title = 'edited during the push' WHERE id = ?`, b) })
 	if rep := w.sync(t); rep.Pushed != 2 || rep.Rejected != 0 || rep.Pending != 1 {
 		t.Fatalf("first sync: %+v", rep)
 	}
@@ -547,5 +539,54 @@ func TestClientUUIDKeyInUpperCase(t *testing.T) {
 			t.Fatalf("%s rows: %s, want %s", c.name, got, want)
 		}
 		requireScopes(t, e, c)
+	}
+}
+
+// TestClientRefusedChangeKeepsLaterEdits: the server refuses a pushed change
+// (a version conflict, a policy rejection) while the application edits the
+// same row. The later edit is kept and pushed by the next Sync, where the
+// server answers it on its own: made on the conflicted version, it conflicts
+// too and is recorded; the edit that makes the refused insert allowed is
+// applied.
+func TestClientRefusedChangeKeepsLaterEdits(t *testing.T) {
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d1', 'u1', 'one')`)
+	dir := t.TempDir()
+	w, arm := openPushHookClient(t, e, dir, "w")
+	w.sync(t)
+	e.d.Exec(t, `UPDATE app.docs SET title = 'server' WHERE id = 'd1'`)
+	waitMaterialized(t, e.d)
+	w.exec(t, `UPDATE docs SET title = 'local' WHERE id = 'd1'`)
+	w.exec(t, `INSERT INTO docs (id, owner_id, title) VALUES ('d9', 'u2', 'not mine')`)
+	arm(func() {
+		w.exec(t, `UPDATE docs SET n = 5 WHERE id = 'd1'`)
+		w.exec(t, `UPDATE docs SET owner_id = 'u1' WHERE id = 'd9'`)
+	})
+	if rep := w.sync(t); rep.Pushed != 0 || rep.Rejected != 2 || rep.Pending != 2 {
+		t.Fatalf("first sync: %+v", rep)
+	}
+	rows := func() string {
+		return w.localString(t, `SELECT group_concat(id || '=' || title || '/' || owner_id || '/' || coalesce(n, '-'), ',') FROM (SELECT * FROM docs ORDER BY id)`)
+	}
+	if got := rows(); got != "d1=local/u1/5,d9=not mine/u1/-" {
+		t.Fatalf("local docs after the refusals: %s (the edits made during the push are lost)", got)
+	}
+	if rep := w.sync(t); rep.Pushed != 1 || rep.Rejected != 1 || rep.Pending != 0 {
+		t.Fatalf("second sync: %+v", rep)
+	}
+	settle(t, e, w)
+	requireReplica(t, e, w)
+	if got := rows(); got != "d1=server/u1/-,d9=not mine/u1/-" {
+		t.Fatalf("local docs: %s", got)
+	}
+	rs, err := w.Rejections(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.PK+" "+r.Code)
+	}
+	if want := []string{`{"id":"d1"} version_conflict`, `{"id":"d9"} policy_rejected`, `{"id":"d1"} version_conflict`}; !slices.Equal(got, want) {
+		t.Fatalf("rejections %v, want %v", got, want)
 	}
 }
