@@ -17,8 +17,9 @@ import (
 // made meanwhile gets its own entry, whose base_version is moved on when the
 // batch's entry of the row is applied. When that entry is refused instead, the
 // later entry stays queued with its base_version (an update becoming an upsert
-// after a refused insert or delete, as if merged into it). Every entry carries all synced columns; bytes
-// columns are recorded as hex text (SQLite's JSON cannot hold blobs).
+// after a refused insert or delete, as if merged into it). Every entry carries
+// all synced columns; bytes columns are recorded as hex text (SQLite's JSON
+// cannot hold blobs).
 
 // triggerSQL is the DDL of t's capture triggers.
 func triggerSQL(t *table) []string {

@@ -62,10 +62,11 @@ type Config struct {
 	// MaxResponseBytes caps the body of every answer the SDK reads (default
 	// 64 MiB). A larger answer is read no further and fails the Sync with a
 	// *Error of code response_too_large, before anything of it is applied.
-	// Pull and rebuild pages hold at most PageSize rows (the server caps the
-	// page at 1000), but PostgreSQL puts no bound on a row: 64 MiB is 500 rows
-	// of 128 KiB in wire form, or 16 rows as large as a push body may be
-	// (4 MiB). Replicas of tables with larger rows raise it or lower PageSize.
+	// Pull and rebuild pages hold at most PageSize rows (and at most the
+	// server's --max-page-size, 1000 by default), but PostgreSQL puts no bound
+	// on a row: 64 MiB is 500 rows of 128 KiB in wire form, or 16 rows as large
+	// as a push body may be (4 MiB by default). Replicas of tables with larger
+	// rows raise it or lower PageSize.
 	MaxResponseBytes int64
 }
 
