@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -21,11 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/testdb"
-	sqlfiles "github.com/synchro-sync/synchro/sql"
 )
 
 func TestMigrateApplyTwice(t *testing.T) {
@@ -467,17 +463,7 @@ func (b *lockedBuffer) String() string {
 // newest first, and returns those migrations' versions in order.
 func migrateDownTo(t *testing.T, d *testdb.DB, version int64) []int64 {
 	t.Helper()
-	sqlDB, err := sql.Open("pgx", d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sqlDB.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, sqlfiles.Schema(),
-		goose.WithTableName("synchro.goose_db_version"), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	down, err := p.DownTo(context.Background(), version)
+	down, err := gooseProvider(t, d).DownTo(context.Background(), version)
 	if err != nil {
 		t.Fatal(err)
 	}

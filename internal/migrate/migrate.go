@@ -2,6 +2,11 @@
 // sql/schema, then the function bundle of sql/functions in one transaction, with
 // the bundle's digest recorded in synchro.function_bundle. It also checks that a
 // database matches what this binary was built with.
+//
+// Rolling back is goose's down (README, "Migrations"). Down sections drop with
+// CASCADE: the bundle's views and functions over what they drop go with it. Any
+// change of the applied migrations forgets the installed bundle
+// (synchro.forget_bundle), so Check fails until Apply installs it again.
 package migrate
 
 import (
@@ -25,7 +30,8 @@ import (
 	sqlfiles "github.com/synchro-sync/synchro/sql"
 )
 
-// versionTable is where goose records applied migrations.
+// versionTable is where goose records applied migrations; the function bundle
+// triggers on it (sql/functions/forget_bundle.sql).
 const versionTable = "synchro.goose_db_version"
 
 // Result says what Apply changed.
@@ -64,7 +70,7 @@ func ApplyDB(ctx context.Context, sqlDB *sql.DB, publication string, log *slog.L
 	if _, err := sqlDB.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext('synchro: create schema')); CREATE SCHEMA IF NOT EXISTS synchro"); err != nil {
 		return res, fmt.Errorf("create schema synchro: %w", err)
 	}
-	provider, err := newProvider(sqlDB)
+	provider, err := NewProvider(sqlDB)
 	if err != nil {
 		return res, err
 	}
@@ -95,7 +101,10 @@ func ApplyDB(ctx context.Context, sqlDB *sql.DB, publication string, log *slog.L
 	return res, nil
 }
 
-func newProvider(sqlDB *sql.DB) (*goose.Provider, error) {
+// NewProvider is the goose provider of this build's migrations, over Synchro's
+// version table and with goose's session lock, as Apply uses it. Its Down and
+// DownTo roll migrations back as the goose command does (README, "Migrations").
+func NewProvider(sqlDB *sql.DB) (*goose.Provider, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return nil, err

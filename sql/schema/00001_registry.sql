@@ -127,4 +127,20 @@ END $$;
 GRANT USAGE ON SCHEMA synchro TO synchro_operator, synchro_service;
 
 -- +goose Down
+-- Everything of Synchro in this database goes, also what the function bundle
+-- and registration made outside schema synchro: the capture publication, and
+-- the triggers on registered tables (with the functions they execute). Goose's
+-- version table stays (goose records this rollback in it): it waits in a schema
+-- of its own while schema synchro is dropped and created again. The roles are
+-- the cluster's, which other databases may use, and stay too.
+-- +goose StatementBegin
+DO $$ BEGIN
+    EXECUTE coalesce((SELECT format('DROP PUBLICATION IF EXISTS %I', publication_name) FROM synchro.settings), '');
+END $$;
+-- +goose StatementEnd
+CREATE SCHEMA synchro_goose_version;
+ALTER TABLE IF EXISTS synchro.goose_db_version SET SCHEMA synchro_goose_version;
 DROP SCHEMA synchro CASCADE;
+CREATE SCHEMA synchro;
+ALTER TABLE IF EXISTS synchro_goose_version.goose_db_version SET SCHEMA synchro;
+DROP SCHEMA synchro_goose_version;

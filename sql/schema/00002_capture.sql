@@ -142,6 +142,18 @@ CREATE TABLE synchro.worker_heartbeat (
 );
 
 -- +goose Down
-DROP TABLE synchro.worker_heartbeat, synchro.poison_txn, synchro.scope_digest, synchro.effect,
-    synchro.membership, synchro.row_version, synchro.event_ledger,
-    synchro.txn_ledger, synchro.progress;
+-- The capture stream's slot goes with the progress that names it, last: a slot
+-- cannot be dropped in a transaction that rolls back, and one in use (synchrod
+-- running) fails the rollback. Dropping a slot needs the REPLICATION attribute.
+-- +goose StatementBegin
+DO $$
+DECLARE
+    slot name := (SELECT slot_name FROM synchro.progress);
+BEGIN
+    DROP TABLE synchro.worker_heartbeat, synchro.poison_txn, synchro.scope_digest, synchro.effect,
+        synchro.membership, synchro.row_version, synchro.event_ledger,
+        synchro.txn_ledger, synchro.progress CASCADE;
+    PERFORM pg_drop_replication_slot(s.slot_name) FROM pg_replication_slots s
+    WHERE s.slot_name = slot AND s.database = current_database();
+END $$;
+-- +goose StatementEnd

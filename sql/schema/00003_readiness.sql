@@ -14,7 +14,7 @@ ALTER TABLE synchro.settings
 
 -- +goose Down
 ALTER TABLE synchro.settings
-    DROP COLUMN heartbeat_max_age,
-    DROP COLUMN wal_lag_limit_bytes,
-    DROP COLUMN commit_lag_limit,
-    DROP COLUMN worker_database;
+    DROP COLUMN heartbeat_max_age CASCADE,
+    DROP COLUMN wal_lag_limit_bytes CASCADE,
+    DROP COLUMN commit_lag_limit CASCADE,
+    DROP COLUMN worker_database CASCADE;

@@ -71,7 +71,7 @@ CREATE TABLE synchro.write_policy (
 
 -- +goose Down
 DROP TABLE synchro.write_policy, synchro.schema_version, synchro.mutation, synchro.client,
-    synchro.shared_scope, synchro.cursor_key;
+    synchro.shared_scope, synchro.cursor_key CASCADE;
 ALTER TABLE synchro.settings
-    DROP COLUMN min_protocol_version, DROP COLUMN min_app_version, DROP COLUMN scope_assignment;
+    DROP COLUMN min_protocol_version CASCADE, DROP COLUMN min_app_version CASCADE, DROP COLUMN scope_assignment CASCADE;
 DROP EXTENSION IF EXISTS pgcrypto;

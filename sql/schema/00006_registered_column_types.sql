@@ -20,4 +20,4 @@ ALTER TABLE synchro.relation
     ADD CHECK (cardinality(column_types) = cardinality(columns) AND cardinality(column_attnums) = cardinality(columns));
 
 -- +goose Down
-ALTER TABLE synchro.relation DROP COLUMN column_types, DROP COLUMN column_attnums;
+ALTER TABLE synchro.relation DROP COLUMN column_types CASCADE, DROP COLUMN column_attnums CASCADE;

@@ -26,4 +26,4 @@ JOIN pg_namespace n ON n.oid = pc.relnamespace
 WHERE t.relid::oid <> r.relation_oid;
 
 -- +goose Down
-DROP TABLE synchro.relation_partition;
+DROP TABLE synchro.relation_partition CASCADE;

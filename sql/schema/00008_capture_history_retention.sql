@@ -13,4 +13,4 @@ CREATE TABLE synchro.capture_history (
 );
 
 -- +goose Down
-DROP TABLE synchro.capture_history;
+DROP TABLE synchro.capture_history CASCADE;

@@ -16,4 +16,4 @@ SET guards = (SELECT string_agg(format('%s:%s:%s', tg.tgname, tg.oid, tg.xmin), 
               WHERE tg.tgrelid = rp.partition_oid AND tg.tgname IN ('synchro_truncate_guard', 'synchro_partition_guard'));
 
 -- +goose Down
-ALTER TABLE synchro.relation_partition DROP COLUMN guards;
+ALTER TABLE synchro.relation_partition DROP COLUMN guards CASCADE;

@@ -14,5 +14,5 @@ UPDATE synchro.relation r SET relfilenode = (SELECT c.relfilenode FROM pg_class 
 UPDATE synchro.relation_partition rp SET relfilenode = (SELECT c.relfilenode FROM pg_class c WHERE c.oid = rp.partition_oid);
 
 -- +goose Down
-ALTER TABLE synchro.relation DROP COLUMN relfilenode;
-ALTER TABLE synchro.relation_partition DROP COLUMN relfilenode;
+ALTER TABLE synchro.relation DROP COLUMN relfilenode CASCADE;
+ALTER TABLE synchro.relation_partition DROP COLUMN relfilenode CASCADE;

@@ -17,4 +17,4 @@ CREATE TABLE synchro.relation_enum_label (
 );
 
 -- +goose Down
-DROP TABLE synchro.relation_enum_label;
+DROP TABLE synchro.relation_enum_label CASCADE;

@@ -19,5 +19,5 @@ FROM (SELECT k2.client_id, nextval('synchro.scope_epoch_seq') AS v FROM synchro.
 WHERE e.client_id = k.client_id;
 
 -- +goose Down
-ALTER TABLE synchro.client DROP COLUMN scope_epoch;
-DROP SEQUENCE synchro.scope_epoch_seq;
+ALTER TABLE synchro.client DROP COLUMN scope_epoch CASCADE;
+DROP SEQUENCE synchro.scope_epoch_seq CASCADE;

@@ -28,5 +28,5 @@ SET column_xmins = ARRAY(SELECT a.xmin::text
                          ORDER BY u.i);
 
 -- +goose Down
-ALTER TABLE synchro.relation DROP COLUMN column_xmins;
-ALTER TABLE synchro.relation_partition DROP COLUMN column_xmins;
+ALTER TABLE synchro.relation DROP COLUMN column_xmins CASCADE;
+ALTER TABLE synchro.relation_partition DROP COLUMN column_xmins CASCADE;

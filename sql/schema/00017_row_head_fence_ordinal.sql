@@ -10,4 +10,4 @@
 ALTER TABLE synchro.row_head ADD COLUMN fence_ordinal integer;
 
 -- +goose Down
-ALTER TABLE synchro.row_head DROP COLUMN fence_ordinal;
+ALTER TABLE synchro.row_head DROP COLUMN fence_ordinal CASCADE;

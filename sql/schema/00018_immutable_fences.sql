@@ -23,7 +23,7 @@ ALTER TABLE synchro.fence DROP COLUMN materialized_lsn;
 -- +goose Down
 ALTER TABLE synchro.fence ADD COLUMN materialized_lsn pg_lsn;
 UPDATE synchro.fence f SET materialized_lsn = e.commit_lsn FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id;
-DROP TABLE synchro.fence_pending;
+DROP TABLE synchro.fence_pending CASCADE;
 CREATE INDEX fence_pending_by_client ON synchro.fence (client_id)
     WHERE client_id IS NOT NULL AND materialized_lsn IS NULL;
 DROP INDEX synchro.event_ledger_fence;

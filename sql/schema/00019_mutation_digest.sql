@@ -7,4 +7,4 @@
 ALTER TABLE synchro.mutation ADD COLUMN digest text;
 
 -- +goose Down
-ALTER TABLE synchro.mutation DROP COLUMN digest;
+ALTER TABLE synchro.mutation DROP COLUMN digest CASCADE;
