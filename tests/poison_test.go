@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/testdb"
@@ -582,6 +583,71 @@ func TestWorkerOverridesSessionTimeouts(t *testing.T) {
 	waitMaterialized(t, d)
 	requireMaterializedOnce(t, d, 1, locked)
 	requireMaterializedOnce(t, d, 5000, long)
+}
+
+// TestLiftTimeouts: synchro.lift_timeouts, which materialization (for its
+// session) and pruning (for each of its transactions) run under, turns off the
+// timeouts set for the database's application sessions, and transaction_timeout
+// too where the server has it. PostgreSQL 15 and 16 have no transaction_timeout
+// (and set_config of it would fail there): on them this shows only that the call
+// does not fail and leaves the setting absent; on 17 and later it shows the
+// setting turned off.
+func TestLiftTimeouts(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.URL+"&statement_timeout=100000&lock_timeout=100000&idle_in_transaction_session_timeout=100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	set, lifted := "100s 100s 100s absent", "0 0 0 absent"
+	if version >= 170000 {
+		set, lifted = "100s 100s 100s 100s", "0 0 0 0"
+		if _, err := conn.Exec(ctx, `SELECT set_config('transaction_timeout', '100s', false)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeouts := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		t.Helper()
+		var s string
+		if err := q.QueryRow(ctx, `SELECT concat_ws(' ', current_setting('statement_timeout'), current_setting('lock_timeout'),
+			current_setting('idle_in_transaction_session_timeout'), coalesce(current_setting('transaction_timeout', true), 'absent'))`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := timeouts(conn); got != set {
+		t.Fatalf("timeouts of the session: %q, want %q", got, set)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT synchro.lift_timeouts(true)`); err != nil {
+		t.Fatalf("lift_timeouts for the transaction: %v", err)
+	}
+	if got := timeouts(tx); got != lifted {
+		t.Fatalf("timeouts in the transaction after lift_timeouts(true): %q, want %q", got, lifted)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := timeouts(conn); got != set {
+		t.Fatalf("timeouts after the transaction: %q, want the session's %q again", got, set)
+	}
+	if _, err := conn.Exec(ctx, `SELECT synchro.lift_timeouts(false)`); err != nil {
+		t.Fatalf("lift_timeouts for the session: %v", err)
+	}
+	if got := timeouts(conn); got != lifted {
+		t.Fatalf("timeouts of the session after lift_timeouts(false): %q, want %q", got, lifted)
+	}
 }
 
 // TestPoisonBlocksIdleAcknowledgement: while a poison transaction blocks the

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/testdb"
 	"github.com/synchro-sync/synchro/internal/wal"
@@ -222,6 +225,50 @@ func TestWorkerPrunesCaptureHistory(t *testing.T) {
 	if !strings.Contains(logs.String(), "capture history pruned") {
 		t.Fatalf("the worker did not log its pruning:\n%s", logs.String())
 	}
+}
+
+// TestWorkerPrunesUnderSessionTimeouts: a statement_timeout and lock_timeout
+// that an operator sets for every session of the database (here on the worker's
+// pool) do not reach pruning: a chunk of a few thousand transactions takes
+// longer than the tiny statement_timeout, and pruning failed every round with a
+// warning, the history never pruned.
+func TestWorkerPrunesUnderSessionTimeouts(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	d.Exec(t, `CREATE PROCEDURE app.write_many(n int) LANGUAGE plpgsql AS $$
+		BEGIN
+			FOR i IN 1..n LOOP
+				INSERT INTO app.docs VALUES (i, 'x');
+				COMMIT;
+			END LOOP;
+		END $$`)
+	w := startStreaming(t, d, workerConfig(d, "writer"))
+	d.Exec(t, `CALL app.write_many(3000)`)
+	waitMaterialized(t, d)
+	waitAcknowledged(t, d)
+	if err := w.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	pool, err := pgxpool.New(context.Background(), d.URL+"&statement_timeout=5&lock_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // after the worker stops (cleanups run last first)
+	cfg, logs, _ := pruningConfig(t, d, "pruner", 20*time.Millisecond)
+	startWorkerOn(t, d, pool, cfg)
+	waitFor(t, "capture history pruned under a 5 ms statement_timeout", 30*time.Second, func() (bool, error) {
+		var left int64
+		err := d.Pool.QueryRow(context.Background(),
+			`SELECT (SELECT count(*) FROM synchro.event_ledger) + (SELECT count(*) FROM synchro.fence)`).Scan(&left)
+		if failed := strings.Count(logs.String(), "capture history pruning failed"); err == nil && left > 0 && failed >= 100 {
+			err = fmt.Errorf("pruning failed %d times, %d rows left; the first: %s", failed, left, regexp.MustCompile(`capture history pruning failed.*`).FindString(logs.String()))
+		}
+		return left == 0, err
+	})
+	requireHistoryInvariant(t, d)
+	requirePrunedThroughHighWatermark(t, d)
 }
 
 // Pruning takes no lock a materialization holds: with the progress row locked

@@ -3,6 +3,8 @@ package wal
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // pruneChunk is the most source transactions one pruning call covers, so that
@@ -11,7 +13,9 @@ const pruneChunk = 5000
 
 // pruneHistory prunes the capture history (event ledger and write fences) of
 // acknowledged transactions older than HistoryRetention every PruneInterval,
-// chunk by chunk until none is left, logging progress while a round lasts.
+// chunk by chunk until none is left, logging progress while a round lasts. A
+// chunk takes as long as it takes: timeouts set for application sessions do not
+// bind it (untimed).
 func (w *Worker) pruneHistory(ctx context.Context) {
 	t := time.NewTicker(w.cfg.PruneInterval)
 	defer t.Stop()
@@ -30,8 +34,9 @@ func (w *Worker) pruneRound(ctx context.Context) {
 	started, logged := time.Now(), time.Now()
 	for ctx.Err() == nil {
 		var n, e int64
-		err := w.pool.QueryRow(ctx, `SELECT transactions, events FROM synchro.prune_capture_history($1::bigint * interval '1 microsecond', $2)`,
-			w.cfg.HistoryRetention.Microseconds(), pruneChunk).Scan(&n, &e)
+		err := w.untimed(ctx, func(r pgx.Row) error { return r.Scan(&n, &e) },
+			`SELECT transactions, events FROM synchro.prune_capture_history($1::bigint * interval '1 microsecond', $2)`,
+			w.cfg.HistoryRetention.Microseconds(), pruneChunk)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.Log.Warn("capture history pruning failed", "worker", w.cfg.WorkerID, "error", err.Error())

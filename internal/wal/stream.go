@@ -90,9 +90,7 @@ func (s *stream) run(ctx context.Context) error {
 	// and cancelled again), and reads each statement under a fresh snapshot
 	// (synchro.await_visible waits for decoded transactions to become visible).
 	if _, err := s.mat.Exec(ctx, `SELECT set_config('client_connection_check_interval', '1000', false),
-		set_config('statement_timeout', '0', false), set_config('lock_timeout', '0', false),
-		set_config('idle_in_transaction_session_timeout', '0', false),
-		set_config('default_transaction_isolation', 'read committed', false)`); err != nil {
+		synchro.lift_timeouts(false), set_config('default_transaction_isolation', 'read committed', false)`); err != nil {
 		return err
 	}
 	defer s.abandon()

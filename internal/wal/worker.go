@@ -232,6 +232,22 @@ func (w *Worker) recordHeartbeat(ctx context.Context) error {
 	return err
 }
 
+// untimed runs one statement on a pool connection after
+// synchro.lift_timeouts(true), both in one round trip and one implicit
+// transaction: the statement, lock, idle-in-transaction and transaction
+// timeouts set for the database's application sessions do not bind it (the
+// extended protocol arms statement_timeout for each statement when it starts,
+// after the call). scan, when set, reads the statement's one row.
+func (w *Worker) untimed(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT synchro.lift_timeouts(true)`)
+	q := b.Queue(sql, args...)
+	if scan != nil {
+		q.QueryRow(scan)
+	}
+	return w.pool.SendBatch(ctx, b).Close()
+}
+
 func (w *Worker) step(s Step) error {
 	if w.cfg.AfterStep == nil {
 		return nil
