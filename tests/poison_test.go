@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -583,6 +584,62 @@ func TestWorkerOverridesSessionTimeouts(t *testing.T) {
 	waitMaterialized(t, d)
 	requireMaterializedOnce(t, d, 1, locked)
 	requireMaterializedOnce(t, d, 5000, long)
+}
+
+// TestWorkerWaitsPastLockTimeout: with a lock_timeout set for the database's
+// sessions (here on the worker's pool), the worker's statements that write its
+// progress and its catalog records wait for the rows another session holds, as
+// materialization does: an idle acknowledgement while the progress row was held,
+// and recording new storage of a registered table while its registry row was
+// held, failed the worker's session after lock_timeout, and again on every retry.
+func TestWorkerWaitsPastLockTimeout(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, d.URL+"&lock_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // after the worker stops (cleanups run last first)
+	cfg := workerConfig(d, "w1")
+	log := logTo(&cfg)
+	startWorkerOn(t, d, pool, cfg)
+	waitState(t, d, "w1", "streaming")
+	holder, err := pgx.Connect(ctx, d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+
+	for _, c := range []struct{ held, write, waiting string }{
+		{`SELECT FROM synchro.progress FOR UPDATE`, `CREATE TABLE app.noise (v text); INSERT INTO app.noise VALUES ('WAL to acknowledge')`, "record_processed"},
+		{`SELECT FROM synchro.relation FOR UPDATE`, `VACUUM FULL app.docs`, "record_storage"},
+	} {
+		if _, err := holder.Exec(ctx, `BEGIN; `+c.held); err != nil {
+			t.Fatal(err)
+		}
+		d.Exec(t, c.write)
+		waitFor(t, c.waiting+" waiting past lock_timeout", 30*time.Second, func() (bool, error) {
+			var waiting bool
+			err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+				AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%' AND clock_timestamp() - query_start > interval '500 ms')`,
+				c.waiting).Scan(&waiting)
+			if err == nil && strings.Contains(log.String(), "worker session failed") {
+				err = fmt.Errorf("the worker failed its session: %s", regexp.MustCompile(`worker session failed.*`).FindString(log.String()))
+			}
+			return waiting, err
+		})
+		if _, err := holder.Exec(ctx, `ROLLBACK`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'after the waits')`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, later)
+	if strings.Contains(log.String(), "worker session failed") {
+		t.Fatalf("the worker failed its session:\n%s", log.String())
+	}
 }
 
 // TestLiftTimeouts: synchro.lift_timeouts, which materialization (for its

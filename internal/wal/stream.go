@@ -659,7 +659,10 @@ func poisonable(err error) bool {
 }
 
 // acknowledge advances the slot to a processed boundary already recorded, waits
-// until the slot has taken it, then records the acknowledgement.
+// until the slot has taken it, then records the acknowledgement. Recording
+// waits for the progress row as materialization does, whatever timeouts the
+// database's sessions have (untimed): a lock_timeout failed the session while
+// another session held the row.
 func (s *stream) acknowledge(ctx context.Context, boundary pglogrepl.LSN) error {
 	if boundary <= s.ack {
 		return nil
@@ -691,7 +694,7 @@ func (s *stream) acknowledge(ctx context.Context, boundary pglogrepl.LSN) error 
 	if err := s.w.step(StepSlotAdvanced); err != nil {
 		return err
 	}
-	if _, err := s.w.pool.Exec(ctx, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, boundary.String()); err != nil {
+	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, boundary.String()); err != nil {
 		return err
 	}
 	s.ack = boundary
@@ -763,8 +766,8 @@ func (s *stream) idleAck(ctx context.Context) error {
 	// record_processed refuses (55000) while any poison transaction is unresolved,
 	// also one recorded a moment ago by another session or waiting for its retry:
 	// then nothing is acknowledged and the stream goes on, as it does for a poison
-	// it has not reached.
-	if _, err := s.w.pool.Exec(ctx, `SELECT synchro.record_processed($1::pg_lsn)`, target.String()); err != nil {
+	// it has not reached. Like the acknowledgement, it waits for the progress row.
+	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_processed($1::pg_lsn)`, target.String()); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55000" {
 			s.w.cfg.Log.Debug("idle acknowledgement withheld: a poison transaction is unresolved", "worker", s.w.cfg.WorkerID)

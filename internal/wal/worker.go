@@ -412,7 +412,7 @@ func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	case p.slot > p.ack:
 		// The crash came after the slot advance and before the acknowledgement
 		// record; everything before the slot position is durable.
-		if _, err := w.pool.Exec(ctx, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, p.slot.String()); err != nil {
+		if err := w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, p.slot.String()); err != nil {
 			return 0, err
 		}
 		w.cfg.Log.Info("acknowledgement adopted from slot", "worker", w.cfg.WorkerID, "from", p.ack, "to", p.slot)
@@ -483,12 +483,14 @@ const catalogRecordInterval = time.Second
 // are drift, which it never records), and the labels of enum values added
 // (synchro.record_enum_labels, so that renaming one later is drift too). Both
 // are safe at any moment; the stream calls it between messages too, so that
-// a change is recorded within about a second even when nothing follows it.
+// a change is recorded within about a second even when nothing follows it. It
+// waits for registry rows another session holds (untimed) rather than failing
+// the session.
 func (w *Worker) recordCatalog(ctx context.Context) error {
 	if !w.recordDue || time.Since(w.recorded) < catalogRecordInterval {
 		return nil
 	}
-	if _, err := w.pool.Exec(ctx, `SELECT synchro.record_storage(), synchro.record_enum_labels()`); err != nil {
+	if err := w.untimed(ctx, nil, `SELECT synchro.record_storage(), synchro.record_enum_labels()`); err != nil {
 		return err
 	}
 	w.recordDue, w.recorded = false, time.Now()
