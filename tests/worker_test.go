@@ -72,6 +72,29 @@ func TestWorkerRefusesSmallPool(t *testing.T) {
 	}
 }
 
+// TestWorkerStreamsWithPoolSettingsInURL: pgx's settings in the database URL
+// (pool_max_conns, which sizes synchrod's pools) are not server settings: the
+// worker's replication connection sent it to the server, which refused the
+// connection, and the worker never streamed.
+func TestWorkerStreamsWithPoolSettingsInURL(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	cfg := workerConfig(d, "w1")
+	cfg.DatabaseURL += "&pool_max_conns=5"
+	log := logTo(&cfg)
+	startWorker(t, d, cfg)
+	waitFor(t, "worker w1 streaming", 30*time.Second, func() (bool, error) {
+		if m := regexp.MustCompile(`worker session failed.*`).FindString(log.String()); m != "" {
+			return false, errors.New(m)
+		}
+		return strings.Contains(log.String(), "state=streaming"), nil
+	})
+	c := commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'x')`)
+	waitMaterialized(t, d)
+	requireMaterializedOnce(t, d, 1, c)
+}
+
 // TestBacklogIsPipelined: transactions written while the worker was stopped are
 // a backlog even when no batch fills up. The WAL sender sends no keepalive while
 // it has WAL to send, so the worker materializes such batches while it receives

@@ -307,10 +307,13 @@ func (w *Worker) session(ctx context.Context) error {
 }
 
 func (w *Worker) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
-	cfg, err := pgconn.ParseConfig(w.cfg.DatabaseURL)
+	// Parsed as a pool's URL: pgx's own settings in it (pool_max_conns, say)
+	// are not the server's, which refuses a connection naming them.
+	pcfg, err := pgxpool.ParseConfig(w.cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
+	cfg := &pcfg.ConnConfig.Config
 	// Output functions of the walsender render values in these settings; the
 	// image conversion relies on them.
 	for k, v := range map[string]string{
