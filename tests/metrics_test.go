@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +154,70 @@ func TestMetricsReadinessFailsClosed(t *testing.T) {
 	if metricValue(t, body, "synchro_capture_state_up") != 0 || metricValue(t, body, "synchro_ready") != 0 {
 		t.Fatalf("metrics with the database unreachable:\n%s", body)
 	}
+}
+
+// TestSynchrodWorkerPoolIsItsOwn: synchrod's metrics scrapes run on a pool the
+// capture worker does not share. Scrapes waiting on a lock (here on
+// synchro.readiness, which the worker never reads; a slow readiness evaluation
+// does the same for up to the scrape's 2 s) held every connection the worker's
+// session did not, and the worker's acknowledgements and heartbeats queued
+// behind them: capture stalled while the scrapes went on.
+func TestSynchrodWorkerPoolIsItsOwn(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(buildCommands(t), "synchrod")
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	addr, slot := freeAddr(t), synchrodSlot()
+	// pool_max_conns sizes synchrod's pools alike, whatever the number of CPUs.
+	startSynchrod(t, d, bin, addr, slot, "--database-url", d.URL+"&pool_max_conns=4", "--listen", addr, "--slot", slot,
+		"--worker-id", "w1", "--heartbeat-interval", "100ms")
+	waitState(t, d, "w1", "streaming")
+
+	ctx := context.Background()
+	locker, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback(ctx) //nolint:errcheck
+	if _, err := locker.Exec(ctx, `LOCK TABLE synchro.readiness IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	// More scrapers than the pool has connections, until the test ends.
+	stop := make(chan struct{})
+	var scrapers sync.WaitGroup
+	defer scrapers.Wait()
+	defer close(stop)
+	client := &http.Client{Timeout: 30 * time.Second}
+	for range 12 {
+		scrapers.Add(1)
+		go func() {
+			defer scrapers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if resp, err := client.Get("http://" + addr + "/metrics"); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	waitFor(t, "scrapes waiting on the lock", 30*time.Second, func() (bool, error) {
+		var n int
+		err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%synchro.readiness%'`).Scan(&n)
+		return n >= 2, err
+	})
+
+	c := commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'captured beside the scrapes')`)
+	target := queryText(t, d, `SELECT pg_current_wal_flush_lsn()::text`)
+	waitFor(t, "acknowledgement while scrapes hold their pool", 10*time.Second, func() (bool, error) {
+		var ok bool
+		err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.progress WHERE acknowledged_end_lsn >= $1::pg_lsn)`, target).Scan(&ok)
+		return ok, err
+	})
+	requireMaterializedOnce(t, d, 1, c)
 }

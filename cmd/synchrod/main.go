@@ -108,6 +108,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 
+	// pool serves the startup statements and the metrics scrapes; HTTP sync
+	// requests have servicePool, the worker a pool of its own (wal.NewPool).
 	pool, err := pgxpool.New(ctx, common.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database URL: %w", err)
@@ -134,12 +136,17 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	m := metrics.New(pool)
 	workerDone := make(chan error, 1)
 	if *runWorker {
+		workerPool, err := wal.NewPool(ctx, common.DatabaseURL)
+		if err != nil {
+			return fmt.Errorf("database URL: %w", err)
+		}
+		defer workerPool.Close()
 		w := wal.New(wal.Config{
 			DatabaseURL: common.DatabaseURL, Slot: common.Slot, Publication: common.Publication,
 			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log, Metrics: m,
 			BatchMaxDelay: *batchDelay, BatchMaxTxns: *batchTxns, BatchMaxEvents: *batchEvents,
 			SpillBytes: *spillBytes, SpillDir: *spillDir, HistoryRetention: *historyRetention,
-		}, pool)
+		}, workerPool)
 		go func() { workerDone <- w.Run(ctx) }()
 	}
 

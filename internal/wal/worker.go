@@ -118,6 +118,31 @@ func (c *Config) defaults() {
 // and pruning take one briefly.
 const minPoolConns = 3
 
+// PoolConns is the size of the pool NewPool gives a worker: the session's two,
+// and room for the heartbeat, pruning, acknowledgements and catalog checks at once.
+const PoolConns = 8
+
+// NewPool returns a pool of the worker's own on databaseURL, of PoolConns
+// connections unless the URL sets pool_max_conns. Sharing a pool with the
+// process's other statements let a metrics scrape or a readiness query take the
+// connections the worker waits for, and the worker the ones they need.
+func NewPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	// pgxpool takes pool_max_conns out of the settings it parsed; the plain
+	// connection settings still name it when the URL gives it.
+	given, err := pgconn.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := given.RuntimeParams["pool_max_conns"]; !ok {
+		cfg.MaxConns = PoolConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
 // ErrStopped is returned by Run when an AfterStep hook stopped the worker.
 var ErrStopped = errors.New("worker stopped by hook")
 
