@@ -734,8 +734,10 @@ func TestSpillAuditPoisonInSpilledTransaction(t *testing.T) {
 				if got := derefS(readPoison(t, d, bad).sqlstate); got != tc.sqlstate {
 					t.Fatalf("poison sqlstate %q, want %q", got, tc.sqlstate)
 				}
+				// The cast is guarded: the planner may apply it to projection rows
+				// of other relations (keyed 'base') before the relation filter.
 				if n := queryInt(t, d, `SELECT count(*) FROM synchro.projection p JOIN synchro.relation r USING (relation_id)
-					WHERE r.relation_oid = 'app.other'::regclass AND p.key::int >= 100`); n != 0 {
+					WHERE r.relation_oid = 'app.other'::regclass AND CASE WHEN p.key ~ '^[0-9]+$' THEN p.key::int >= 100 END`); n != 0 {
 					t.Fatalf("%d rows of the poison transaction were projected", n)
 				}
 				if spill.bytes == testSpillBytes {
