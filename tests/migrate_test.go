@@ -42,7 +42,8 @@ func TestMigrateApplyTwice(t *testing.T) {
 	if first.BundleDigest != migrate.BundleDigest() {
 		t.Fatalf("first run installed digest %s, build has %s", first.BundleDigest, migrate.BundleDigest())
 	}
-	second, err := migrate.Apply(ctx, d.URL, "synchro", log)
+	// The URL synchrod is given may carry pgx's pool settings; migrate takes it too.
+	second, err := migrate.Apply(ctx, d.URL+"&pool_max_conns=2", "synchro", log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"sort"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -51,11 +50,13 @@ var ErrStale = errors.New("database schema differs from this build of Synchro; r
 // Apply migrates the database at databaseURL and installs the function bundle,
 // making publication the capture publication. Running it again changes nothing.
 func Apply(ctx context.Context, databaseURL, publication string, log *slog.Logger) (Result, error) {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	// Parsed as a pool's URL, as synchrod parses it: pgx's own settings in it
+	// (pool_max_conns) are not the server's, which refuses a connection naming them.
+	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return Result{}, fmt.Errorf("parse database URL: %w", err)
 	}
-	sqlDB := stdlib.OpenDB(*cfg)
+	sqlDB := stdlib.OpenDB(*cfg.ConnConfig)
 	defer sqlDB.Close()
 	return ApplyDB(ctx, sqlDB, publication, log)
 }
