@@ -544,6 +544,8 @@ func TestSyncServiceRolePrivileges(t *testing.T) {
 		`SELECT synchro.client_session('u1', '{"client_id":"x"}', true)`,
 		`SELECT synchro.assigned_scopes('u1')`,
 		`SELECT synchro.capture_gate('x')`,
+		`SELECT * FROM synchro.live_rows(1, NULL, NULL)`,
+		`SELECT synchro.materializable_scopes(NULL::synchro.synced_table, 'x', NULL, NULL)`,
 		`SELECT synchro.refuse(400, 'invalid_request', 'x')`,
 		`SELECT * FROM app.docs`,
 		`INSERT INTO app.docs (id, owner_id) VALUES ('x', 'u1')`,

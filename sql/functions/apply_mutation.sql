@@ -12,8 +12,10 @@
 -- retry (server_retryable: lock timeout, deadlock, serialization failure, an
 -- insert that lost a race with a concurrent insert of the key). A table
 -- that no longer matches its registration refuses the whole push (503
--- not_ready). A row that would belong to a scope id longer than
--- synchro.max_scope_bytes is validation_failed (it would block capture).
+-- not_ready). A write whose own scopes, or those of the rows that other
+-- tables' rules read it for, materialization could not evaluate or store (a
+-- rule error, a scope id longer than synchro.max_scope_bytes) is
+-- validation_failed (synchro.materializable_scopes: it would block capture).
 -- Messages name a column or constraint, never a value. A value whose
 -- JSON type is not its column's wire form (synchro.wire_type_error) is
 -- validation_failed, never coerced.
@@ -173,11 +175,13 @@ BEGIN
         IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
             RAISE EXCEPTION USING ERRCODE = 'SYPOL';
         END IF;
-        scopes := ARRAY(SELECT synchro.scopes_of(t.scope_rule, key_text, coalesce(after, before), true));
-        -- A scope id the client's values make too long for its index entries
-        -- would block capture for every client once materialized.
-        IF after IS NOT NULL AND EXISTS (SELECT FROM unnest(scopes) s WHERE octet_length(s) > synchro.max_scope_bytes()) THEN
-            RAISE EXCEPTION USING ERRCODE = 'program_limit_exceeded';
+        -- Nothing materialization will evaluate for this write may fail or
+        -- give a scope id too long: it would block capture for every client.
+        -- The row's scopes after the write (a delete: before it) decide below
+        -- whether the answer carries the row.
+        scopes := synchro.materializable_scopes(t, key_text, before, after);
+        IF after IS NULL THEN
+            scopes := ARRAY(SELECT synchro.scopes_of(t.scope_rule, key_text, before, true));
         END IF;
         -- A registered policy may allow a write that leaves (or stays) outside
         -- the user's scopes: the row and its version go back only when it is in one.
@@ -189,6 +193,9 @@ BEGIN
         WHEN SQLSTATE 'SYPOL' THEN
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
                                               'message', 'the row is not in a scope assigned to this user');
+        WHEN SQLSTATE 'SYCAP' THEN
+            GET STACKED DIAGNOSTICS detail = MESSAGE_TEXT;
+            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed', 'message', detail);
         WHEN not_null_violation THEN
             GET STACKED DIAGNOSTICS detail = COLUMN_NAME;
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',

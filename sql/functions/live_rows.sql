@@ -1,7 +1,8 @@
 -- synchro.live_rows: keys and images (registered columns, to_jsonb rendering) of
 -- the live rows of registered relation rid whose column col (NULL: the registered
--- key) holds one of vals, as the calling transaction sees them. Only push's write
--- policy reads live rows; materialization reads projections.
+-- key) holds one of vals (vals NULL: every row), as the calling transaction sees
+-- them. Only push reads live rows (its write policy, and
+-- synchro.materializable_scopes); materialization reads projections.
 CREATE OR REPLACE FUNCTION synchro.live_rows(rid bigint, col text, vals text[])
 RETURNS TABLE (key text, image jsonb)
 LANGUAGE plpgsql STABLE
@@ -15,9 +16,14 @@ BEGIN
     col := coalesce(col, r.key_column);
     SELECT format_type(a.atttypid, NULL) INTO STRICT typ
     FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = col AND NOT a.attisdropped;
+    -- The image drops the columns that are not registered ($2); OFFSET 0
+    -- renders each row once.
     RETURN QUERY EXECUTE format(
-        'SELECT to_jsonb(t) ->> %L, (SELECT jsonb_object_agg(j.key, j.value) FROM jsonb_each(to_jsonb(t)) j WHERE j.key = ANY ($2))
-         FROM %I.%I t WHERE t.%I = ANY ($1::%s[])',
-        r.key_column, r.schema_name, r.relation_name, col, typ) USING vals, r.columns::text[];
+        'SELECT x.j ->> %L, x.j - $2 FROM (SELECT to_jsonb(t) AS j FROM %I.%I t %s OFFSET 0) x',
+        r.key_column, r.schema_name, r.relation_name,
+        CASE WHEN vals IS NOT NULL THEN format('WHERE t.%I = ANY ($1::%s[])', col, typ) END)
+        USING vals, ARRAY(SELECT a.attname::text FROM pg_attribute a
+                          WHERE a.attrelid = r.relation_oid AND a.attnum > 0 AND NOT a.attisdropped
+                            AND a.attname <> ALL (r.columns));
 END
 $$;

@@ -37,6 +37,8 @@ SET search_path = pg_catalog, pg_temp
 -- statement here.
 SET enable_seqscan = off
 SET jit = off
+-- Rules read projections (synchro.projected), whatever the session set.
+SET synchro.rule_reads = 'projections'
 AS $$
 DECLARE
     expected integer;
@@ -151,7 +153,7 @@ BEGIN
         JOIN synchro.rule_read rr ON rr.relation_id = c.relation_id
         JOIN synchro.synced_table t ON t.table_id = rr.table_id
         JOIN synchro.relation r ON r.relation_id = t.relation_id
-        CROSS JOIN LATERAL synchro.impacted_keys(rr.table_id, c.relation_id, c.key, c.old_image, c.new_image) k
+        CROSS JOIN LATERAL synchro.impacted_keys(rr.table_id, c.relation_id, c.key, c.old_image, c.new_image, false) k
         GROUP BY c.seq, c.commit_lsn, rr.table_id, k, r.key_type;
         -- A row the transaction both changed and points a rule at keeps its own
         -- entry, at the later of the two ordinals.

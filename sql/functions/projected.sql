@@ -1,5 +1,11 @@
 -- synchro.projected: the projected rows (key, image) of a registered relation, for
--- custom ("sql") scope rules. It reads projections only, never live rows.
+-- custom ("sql") scope rules. It reads projections, never live rows, except
+-- while the setting synchro.rule_reads is 'live': only
+-- synchro.materializable_scopes sets it (for the length of its call), to
+-- evaluate rules over the live rows of a push's transaction as materialization
+-- will evaluate them over projections at its commit; materialization pins it
+-- off. The setting gates each branch as a one-time filter, so the other one
+-- never runs.
 CREATE OR REPLACE FUNCTION synchro.projected(relation regclass)
 RETURNS TABLE (key text, image jsonb)
 LANGUAGE sql STABLE
@@ -8,5 +14,9 @@ AS $$
     SELECT p.key, p.image
     FROM synchro.projection p
     JOIN synchro.relation r ON r.relation_id = p.relation_id
-    WHERE r.relation_oid = relation::oid
+    WHERE r.relation_oid = relation::oid AND current_setting('synchro.rule_reads', true) IS DISTINCT FROM 'live'
+    UNION ALL
+    SELECT l.key, l.image
+    FROM synchro.relation r CROSS JOIN LATERAL synchro.live_rows(r.relation_id, NULL, NULL) l
+    WHERE r.relation_oid = relation::oid AND current_setting('synchro.rule_reads', true) = 'live'
 $$;

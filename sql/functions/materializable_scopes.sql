@@ -1,0 +1,95 @@
+-- synchro.materializable_scopes: guarantees, for a push mutation just written
+-- (row key of synced table t; its live images before and after the write, NULL
+-- for an insert's before and a delete's after), that the scope rules
+-- materialization will evaluate for it evaluate without error and give no scope
+-- id longer than synchro.max_scope_bytes(), and returns the row's scopes after
+-- the write (none for a delete). Otherwise it raises SQLSTATE SYCAP with a
+-- message naming the synced table whose rule fails, never a value, and push
+-- rejects the mutation alone (validation_failed): materialized, such a
+-- transaction would be poison and stop capture for every client.
+--
+-- It evaluates what materialization evaluates at the push's commit: the row's
+-- own rule over its new image, and, for every synced table whose rule reads t
+-- (synchro.rule_read; none for most tables, which pay for their own row only),
+-- the impact of the change (synchro.impacted_keys over both images, the keys
+-- taken as numbers for a table with integer keys) and the rule of every
+-- impacted row that passed a fence (synchro.row_head; a row written before its
+-- table was registered is not projected, so not evaluated there either). It
+-- evaluates over the live rows the push's transaction sees, the mutation and
+-- the push's earlier ones included, where materialization reads projections:
+-- path and members rules look rows up live, and the setting synchro.rule_reads
+-- makes sql rules' synchro.projected read live rows too. Errors that make
+-- materialization retry rather than quarantine (connection, serialization,
+-- deadlock, lock timeout, resources, cancellation) pass through unchanged.
+-- What it cannot see (transactions that commit between the check and the
+-- push's commit; live rows render some types unlike captured images) is the
+-- window README.md describes.
+CREATE OR REPLACE FUNCTION synchro.materializable_scopes(t synchro.synced_table, key text, before jsonb, after jsonb)
+RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET synchro.rule_reads = 'live'
+AS $$
+DECLARE
+    old_image jsonb;
+    new_image jsonb;
+    own text[] := '{}';
+    s record;
+    impacted text[];
+    scopes text[];
+    longest integer;
+BEGIN
+    -- The images as materialization holds them: registered columns only.
+    SELECT before - x.unregistered, after - x.unregistered INTO old_image, new_image
+    FROM (SELECT ARRAY(SELECT a.attname::text FROM pg_attribute a
+                       WHERE a.attrelid = r.relation_oid AND a.attnum > 0 AND NOT a.attisdropped
+                         AND a.attname <> ALL (r.columns)) AS unregistered
+          FROM synchro.relation r WHERE r.relation_id = t.relation_id) x;
+    FOR s IN
+        SELECT st.table_id, st.name, st.relation_id, st.scope_rule, r.key_type, rr.table_id IS NOT NULL AS reads
+        FROM synchro.synced_table st
+        JOIN synchro.relation r ON r.relation_id = st.relation_id
+        LEFT JOIN synchro.rule_read rr ON rr.table_id = st.table_id AND rr.relation_id = t.relation_id
+        WHERE st.table_id = t.table_id OR rr.table_id IS NOT NULL
+        ORDER BY st.table_id <> t.table_id, st.table_id
+    LOOP
+        BEGIN
+            impacted := '{}';
+            IF s.reads THEN
+                impacted := ARRAY(SELECT DISTINCT k
+                                  FROM synchro.impacted_keys(s.table_id, t.relation_id, materializable_scopes.key,
+                                                             old_image, new_image, true) k);
+                IF s.key_type <> 'string' THEN
+                    PERFORM max(k::numeric) FROM unnest(impacted) k;
+                END IF;
+                impacted := ARRAY(SELECT h.key FROM synchro.row_head h
+                                  WHERE h.relation_id = s.relation_id AND h.key = ANY (impacted)
+                                    AND NOT (s.table_id = t.table_id AND h.key = materializable_scopes.key));
+            END IF;
+            SELECT max(octet_length(x.scope)), coalesce(array_agg(x.scope) FILTER (WHERE x.own), '{}')
+            INTO longest, scopes
+            FROM (SELECT true AS own, sc AS scope
+                  FROM synchro.scopes_of(s.scope_rule, materializable_scopes.key, new_image, true) sc
+                  WHERE s.table_id = t.table_id AND new_image IS NOT NULL
+                  UNION ALL
+                  SELECT false, sc
+                  FROM synchro.live_rows(s.relation_id, NULL, impacted) l,
+                       synchro.scopes_of(s.scope_rule, l.key, l.image, true) sc
+                  WHERE cardinality(impacted) > 0) x;
+        EXCEPTION WHEN OTHERS THEN
+            IF left(SQLSTATE, 2) IN ('08', '40', '53', '57', '58') OR SQLSTATE IN ('55P03', '25P03', '25P04') THEN
+                RAISE;
+            END IF;
+            RAISE EXCEPTION 'the scope rule of table "%" fails on a row this change affects', s.name USING ERRCODE = 'SYCAP';
+        END;
+        IF longest > synchro.max_scope_bytes() THEN
+            RAISE EXCEPTION 'a row of table "%" would belong to a scope id longer than % bytes', s.name, synchro.max_scope_bytes()
+                USING ERRCODE = 'SYCAP';
+        END IF;
+        IF s.table_id = t.table_id THEN
+            own := scopes;
+        END IF;
+    END LOOP;
+    RETURN own;
+END
+$$;
