@@ -52,6 +52,7 @@ type driftEnv struct {
 	d   *testdb.DB
 	cfg wal.Config
 	log *lockedBuffer
+	w   *runningWorker
 }
 
 func newDriftEnv(t *testing.T) *driftEnv {
@@ -60,12 +61,12 @@ func newDriftEnv(t *testing.T) *driftEnv {
 	d.Exec(t, driftSetup)
 	cfg := workerConfig(d, "w1")
 	log := logTo(&cfg)
-	startStreaming(t, d, cfg)
+	w := startStreaming(t, d, cfg)
 	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
 	commitTxn(t, d, driftBase)
 	waitMaterialized(t, d)
 	waitReadiness(t, d)
-	return &driftEnv{d: d, cfg: cfg, log: log}
+	return &driftEnv{d: d, cfg: cfg, log: log, w: w}
 }
 
 // failingChecks returns the failing readiness checks in readiness order, and
@@ -764,6 +765,18 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 			write: `UPDATE app.t SET n = '6' WHERE id = 'base'; INSERT INTO app.parts VALUES (2, 'new')`,
 			images: [][3]string{{"app.t", "base", `{"id": "base", "v": "plain", "n": "6", "alt": "a0"}`},
 				{"app.parts", "2", `{"id": 2, "v": "new"}`}}},
+		// Maintenance and column settings that keep every registered value:
+		// each gives new storage alone, writes a registered column's
+		// definition alone, or neither (the worker records each).
+		{name: "maintenance_and_column_settings",
+			each: []string{`ANALYZE app.t`, `VACUUM app.t`, `REINDEX TABLE app.t`, `CREATE INDEX ON app.t (lower(v))`,
+				`ALTER TABLE app.t SET (fillfactor = 50)`, `COMMENT ON COLUMN app.t.v IS 'note'`,
+				`GRANT SELECT (v) ON app.t TO PUBLIC`, `ALTER TABLE app.t ALTER COLUMN v SET STORAGE EXTERNAL`,
+				`ALTER TABLE app.t ALTER COLUMN n TYPE text COLLATE "C"`, `ALTER TABLE app.k ALTER COLUMN v TYPE varchar(60)`,
+				`ALTER TABLE app.t ADD COLUMN extra timestamptz DEFAULT clock_timestamp()`},
+			write: `UPDATE app.t SET n = '6' WHERE id = 'base'; UPDATE app.k SET q = 6 WHERE id = 1`,
+			images: [][3]string{{"app.t", "base", `{"id": "base", "v": "plain", "n": "6", "alt": "a0"}`},
+				{"app.k", "1", `{"id": 1, "v": "plain", "q": 6}`}}},
 		{name: "replica_session_writes",
 			// Capture triggers fire in replica sessions too (a subscription's
 			// apply worker writes in one), also on partitions created later.
@@ -799,6 +812,47 @@ func TestHarmlessRelationChangesKeepCapturing(t *testing.T) {
 			if got := schemaHash(t, d); got != hash {
 				t.Fatalf("client schema hash changed from %s to %s", hash, got)
 			}
+			waitReadiness(t, d)
+		})
+	}
+}
+
+// TestHarmlessRelationChangesRecordedWhileBlocked: while capture is blocked (by
+// drift of another relation, or by a poison transaction) the worker still
+// records harmless changes of registered tables, each kind on its own: new
+// storage alone (VACUUM FULL) and a registered column's definition alone (SET
+// STATISTICS). Both kinds during the block must not read as a rewrite in place
+// once the block is repaired: capture goes on and readiness is ready.
+func TestHarmlessRelationChangesRecordedWhileBlocked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, block, repair string }{
+		{"blocked_by_catalog_drift", `CREATE TABLE app.k_child () INHERITS (app.k)`, `DROP TABLE app.k_child`},
+		{"blocked_by_poison", `SELECT synchro.quarantine('0/10', '0/20', 1, 'injected', NULL, NULL)`,
+			`UPDATE synchro.poison_txn SET resolved_at = now()`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			d := e.d
+			d.Exec(t, tc.block)
+			// A new session meets the block at its start.
+			if err := e.w.stop(t); err != nil {
+				t.Fatalf("worker stopped with %v", err)
+			}
+			held := commitTxn(t, d, `INSERT INTO app.t VALUES ('k2', 'SECRET-123', '7', 'a2')`)
+			startWorker(t, d, e.cfg)
+			waitBlocked(t, d, e.cfg.WorkerID, 300*time.Millisecond)
+			for _, stmt := range []string{`VACUUM FULL app.t`, `ALTER TABLE app.t ALTER COLUMN v SET STATISTICS 500`} {
+				d.Exec(t, stmt)
+				waitStorageRecorded(t, d)
+			}
+			if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, held.xid); n != 0 {
+				t.Fatalf("capture went on while blocked")
+			}
+			d.Exec(t, tc.repair)
+			waitMaterialized(t, d)
+			requireMaterializedOnce(t, d, 1, held)
+			requireImage(t, d, "app.t", "k2", `{"id": "k2", "v": "SECRET-123", "n": "7", "alt": "a2"}`)
 			waitReadiness(t, d)
 		})
 	}

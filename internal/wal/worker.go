@@ -162,9 +162,9 @@ type Worker struct {
 	state string
 	hbMu  sync.Mutex // serializes heartbeat writes
 
-	// Recording harmless catalog changes (recordCatalog; the stream's goroutine only).
-	recordDue bool
-	recorded  time.Time
+	// When harmless catalog changes were last recorded (recordCatalog; the
+	// session's goroutine only).
+	recorded time.Time
 }
 
 // New returns a worker over pool (a pool on cfg.DatabaseURL).
@@ -317,6 +317,11 @@ func (w *Worker) session(ctx context.Context) error {
 	}
 	ack, err := w.reconcileSlot(ctx)
 	if err != nil {
+		return err
+	}
+	// Also while a poison transaction blocks the stream: a blocked session
+	// ends here, and the next one starts after RetryInterval.
+	if err := w.recordCatalog(ctx); err != nil {
 		return err
 	}
 	if blocked, err := w.poisonBlocks(ctx); err != nil {
@@ -482,16 +487,18 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 // detached, dropped or made unlogged, a partition's replica identity changed,
 // and the other kinds synchro.catalog_drift lists (ADR 001, "Registry
 // activation and relation drift"). Drift
-// that decoded row events show blocks the stream at the first of them. A check
-// that finds none makes recording the harmless catalog changes due
-// (recordCatalog).
+// that decoded row events show blocks the stream at the first of them. Each
+// check records the harmless catalog changes when due (recordCatalog), also
+// while drift blocks capture: recording never hides drift.
 func (w *Worker) catalogDrift(ctx context.Context) error {
+	if err := w.recordCatalog(ctx); err != nil {
+		return err
+	}
 	var id int64
 	var name, problem string
 	err := w.pool.QueryRow(ctx, `SELECT relation_id, relation, problem FROM synchro.catalog_drift() LIMIT 1`).Scan(&id, &name, &problem)
 	if errors.Is(err, pgx.ErrNoRows) {
-		w.recordDue = true
-		return w.recordCatalog(ctx)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -505,22 +512,24 @@ func (w *Worker) catalogDrift(ctx context.Context) error {
 // changes: every batch's catalog check would otherwise add two statements.
 const catalogRecordInterval = time.Second
 
-// recordCatalog records, when due and at most once per catalogRecordInterval,
-// the harmless catalog changes since the last time: new storage alone, a
-// registered column's definition alone (synchro.record_storage; both together
-// are drift, which it never records), and the labels of enum values added
+// recordCatalog records, at most once per catalogRecordInterval, the harmless
+// catalog changes since the last time: new storage alone, a registered
+// column's definition alone (synchro.record_storage; both together are drift,
+// which it never records), and the labels of enum values added
 // (synchro.record_enum_labels, so that renaming one later is drift too). Both
-// are safe at any moment; the stream calls it between messages too, so that
-// a change is recorded within about a second even when nothing follows it. It
-// waits for registry rows another session holds (untimed) rather than failing
-// the session.
+// are safe at any moment, also while drift or a poison transaction blocks
+// capture (a harmless change of each kind during a block would otherwise read
+// as a rewrite once the block is repaired); the stream calls it between
+// messages too, so that a change is recorded within about a second even when
+// nothing follows it. It waits for registry rows another session holds
+// (untimed) rather than failing the session.
 func (w *Worker) recordCatalog(ctx context.Context) error {
-	if !w.recordDue || time.Since(w.recorded) < catalogRecordInterval {
+	if time.Since(w.recorded) < catalogRecordInterval {
 		return nil
 	}
 	if err := w.untimed(ctx, nil, `SELECT synchro.record_storage(), synchro.record_enum_labels()`); err != nil {
 		return err
 	}
-	w.recordDue, w.recorded = false, time.Now()
+	w.recorded = time.Now()
 	return nil
 }
