@@ -552,35 +552,59 @@ func TestCatalogDriftBlocksCapture(t *testing.T) {
 // text of every row holding the value without a row event. Renaming a value of
 // a registered column's enum type blocks capture from the catalog, whether
 // registration recorded the value or the worker did after ALTER TYPE ... ADD
-// VALUE (which itself keeps capturing), until the owner writes the rows again
-// and accepts the rename (synchro.accept_rewrite): then the held transactions
-// are materialized once and the rows carry the new label.
+// VALUE (which itself keeps capturing), and whether the column holds the enum
+// itself or a value built on it (a domain, an array, a range, a composite: a
+// capture dependency captures columns of any type), until the owner writes the
+// rows again and accepts the rename (synchro.accept_rewrite): then the held
+// transactions are materialized once and the rows carry the new label.
 func TestRenamedEnumValueBlocksCapture(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, value, prepare string }{
-		{"value_recorded_at_registration", "sad", ""},
-		{"value_added_later", "calm", `ALTER TYPE app.mood ADD VALUE 'calm'`},
+	const synced = `CREATE TABLE app.e (id int PRIMARY KEY, m app.mood);
+		SELECT synchro.register_table('app.e', '{"kind":"shared","scope":"all"}')`
+	for _, tc := range []struct {
+		name, value, prepare string
+		table                string // creates and registers app.e (id int, m)
+		m                    string // m holding $v, or happy for none; its image after the rename to blue
+	}{
+		{name: "value_recorded_at_registration", value: "sad", table: synced, m: "'$v'"},
+		{name: "value_added_later", value: "calm", prepare: `ALTER TYPE app.mood ADD VALUE 'calm'`, table: synced, m: "'$v'"},
+		{name: "domain_over_enum", value: "sad", m: "'$v'",
+			table: `CREATE DOMAIN app.mood_d AS app.mood; CREATE TABLE app.e (id int PRIMARY KEY, m app.mood_d);
+				SELECT synchro.register_dependency('app.e')`},
+		{name: "enum_array", value: "sad", m: "'{$v,happy}'",
+			table: `CREATE TABLE app.e (id int PRIMARY KEY, m app.mood[]); SELECT synchro.register_dependency('app.e')`},
+		{name: "array_of_domain_over_enum", value: "calm", prepare: `ALTER TYPE app.mood ADD VALUE 'calm'`, m: "'{$v}'",
+			table: `CREATE DOMAIN app.mood_d AS app.mood; CREATE TABLE app.e (id int PRIMARY KEY, m app.mood_d[]);
+				SELECT synchro.register_dependency('app.e')`},
+		{name: "enum_range", value: "sad", m: "'[$v,happy]'",
+			table: `CREATE TYPE app.mood_range AS RANGE (subtype = app.mood); CREATE TABLE app.e (id int PRIMARY KEY, m app.mood_range);
+				SELECT synchro.register_dependency('app.e')`},
+		{name: "composite_with_enum", value: "sad", m: "ROW('$v', 1)",
+			table: `CREATE TYPE app.mood_pair AS (m app.mood, n int); CREATE TABLE app.e (id int PRIMARY KEY, m app.mood_pair);
+				SELECT synchro.register_dependency('app.e')`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newDriftEnv(t)
 			d := e.d
-			d.Exec(t, `CREATE TYPE app.mood AS ENUM ('sad', 'happy');
-				CREATE TABLE app.e (id int PRIMARY KEY, m app.mood);
-				SELECT synchro.register_table('app.e', '{"kind":"shared","scope":"all"}')`)
+			d.Exec(t, `CREATE TYPE app.mood AS ENUM ('sad', 'happy');`+tc.table)
 			if tc.prepare != "" {
 				d.Exec(t, tc.prepare)
 			}
-			commitTxn(t, d, `INSERT INTO app.e VALUES (1, '`+tc.value+`'), (2, 'happy')`)
+			m := func(v string) string { return strings.ReplaceAll(tc.m, "$v", v) }
+			imageOf := func(v string) string {
+				return queryText(t, d, `SELECT jsonb_build_object('id', 1, 'm', (`+m(v)+`)::text)::text`)
+			}
+			commitTxn(t, d, `INSERT INTO app.e VALUES (1, `+m(tc.value)+`), (2, `+m("happy")+`)`)
 			waitMaterialized(t, d)
-			requireImage(t, d, "app.e", "1", `{"id": 1, "m": "`+tc.value+`"}`)
+			requireImage(t, d, "app.e", "1", imageOf(tc.value))
 			// The worker records an added value within about a second of a clean
 			// catalog check.
 			waitFor(t, "the worker recording the enum value", 30*time.Second, func() (bool, error) {
 				return queryInt(t, d, `SELECT count(*) FROM synchro.relation_enum_label WHERE label = $1`, tc.value) == 1, nil
 			})
 			d.Exec(t, `ALTER TYPE app.mood RENAME VALUE '`+tc.value+`' TO 'blue'`)
-			held := commitTxn(t, d, `INSERT INTO app.e VALUES (3, 'happy')`)
+			held := commitTxn(t, d, `INSERT INTO app.e VALUES (3, `+m("happy")+`)`)
 			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
 			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
 			waitReadiness(t, d, "worker", "registry")
@@ -588,15 +612,146 @@ func TestRenamedEnumValueBlocksCapture(t *testing.T) {
 			if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(got, reason) {
 				t.Fatalf("registry check: %q, want %q", got, reason)
 			}
-			d.Exec(t, `UPDATE app.e SET id = id WHERE m = 'blue'; SELECT synchro.accept_rewrite('app.e')`)
+			d.Exec(t, `UPDATE app.e SET id = id; SELECT synchro.accept_rewrite('app.e')`)
 			waitMaterialized(t, d)
 			requireMaterializedOnce(t, d, 1, held, later)
-			requireImage(t, d, "app.e", "1", `{"id": 1, "m": "blue"}`)
-			requireImage(t, d, "app.e", "3", `{"id": 3, "m": "happy"}`)
+			requireImage(t, d, "app.e", "1", imageOf("blue"))
 			requireEffectVersions(t, d)
 			requireDigests(t, d)
 			waitReadiness(t, d)
 		})
+	}
+}
+
+// TestEnumValueRenamedBeforeRecordedBlocksCapture: a value added (ALTER TYPE
+// ... ADD VALUE), written and renamed while the worker is down (or blocked, or
+// within the second before it records added values) was recorded under its new
+// name, while the rows written with it reach the stream with the old one:
+// materializing a label that is no longer one of its type's labels is drift,
+// and capture blocks from the next catalog check until the owner writes the
+// rows again and accepts the rename. Also for a value an enum array holds.
+func TestEnumValueRenamedBeforeRecordedBlocksCapture(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, table, m, blue string }{
+		{"enum", `CREATE TABLE app.e (id int PRIMARY KEY, m app.mood);
+			SELECT synchro.register_table('app.e', '{"kind":"shared","scope":"all"}')`, "'calm'", `"blue"`},
+		{"enum_array", `CREATE TABLE app.e (id int PRIMARY KEY, m app.mood[]); SELECT synchro.register_dependency('app.e')`,
+			"'{happy,calm}'", `"{happy,blue}"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDriftEnv(t)
+			d := e.d
+			d.Exec(t, `CREATE TYPE app.mood AS ENUM ('sad', 'happy');`+tc.table)
+			waitMaterialized(t, d)
+			if err := e.w.stop(t); err != nil {
+				t.Fatalf("worker stopped with %v", err)
+			}
+			d.Exec(t, `ALTER TYPE app.mood ADD VALUE 'calm'`)
+			written := commitTxn(t, d, `INSERT INTO app.e VALUES (1, `+tc.m+`)`)
+			d.Exec(t, `ALTER TYPE app.mood RENAME VALUE 'calm' TO 'blue'`)
+			startWorker(t, d, e.cfg)
+			// The stale label is materialized (clients got it when it was
+			// current); the block starts at the next catalog check.
+			waitFor(t, "the row written with the old label materialized", 30*time.Second, func() (bool, error) {
+				return queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, written.xid) == 1, nil
+			})
+			held := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
+			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, held)
+			waitReadiness(t, d, "worker", "registry")
+			const reason = "app.e has a row captured with a label of enum type app.mood that it no longer has"
+			if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(got, reason) {
+				t.Fatalf("registry check: %q, want %q", got, reason)
+			}
+			d.Exec(t, `UPDATE app.e SET id = id; SELECT synchro.accept_rewrite('app.e')`)
+			waitMaterialized(t, d)
+			requireMaterializedOnce(t, d, 1, written, held)
+			requireImage(t, d, "app.e", "1", `{"id": 1, "m": `+tc.blue+`}`)
+			requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
+			requireEffectVersions(t, d)
+			requireDigests(t, d)
+			waitReadiness(t, d)
+		})
+	}
+}
+
+// TestMaterializationRecordsDecodedEnumLabels: materialization records the enum
+// values the images it materializes hold (synchro.record_decoded_enum_labels),
+// also in an array, so that a value written before any catalog check recorded
+// it is recorded under the label the rows carry: renaming it afterwards is
+// drift. An image with a label the type no longer has (renamed after the row
+// was written) is drift at once, until synchro.accept_rewrite records the
+// labels again. Events of transactions the batch replays are left alone.
+func TestMaterializationRecordsDecodedEnumLabels(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app; CREATE TYPE app.mood AS ENUM ('sad', 'happy');
+		CREATE TABLE app.e (id int PRIMARY KEY, m app.mood, ms app.mood[], n text);
+		SELECT synchro.register_dependency('app.e')`)
+	d.Exec(t, `ALTER TYPE app.mood ADD VALUE 'calm'; ALTER TYPE app.mood ADD VALUE 'cool'`)
+	rid := recordedRelationID(t, d, "app.e")
+	const labels = `SELECT coalesce(string_agg(el.label || '=' || (el.enum_value <> 0), ',' ORDER BY el.label), '')
+		FROM synchro.relation_enum_label el`
+	stage := func(events string) int64 {
+		t.Helper()
+		ctx := context.Background()
+		tx, err := d.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var n int64
+		// Transaction 1 is new in the batch, transaction 2 a replay.
+		if _, err := tx.Exec(ctx, `SELECT synchro.materialize_scratch()`); err == nil {
+			_, err = tx.Exec(ctx, `INSERT INTO synchro_seg_txn (seq) VALUES (1)`)
+		}
+		if err == nil {
+			_, err = tx.Exec(ctx, `INSERT INTO synchro_seg_event (seq, r, img) SELECT x.seq, $1, x.img
+				FROM jsonb_to_recordset($2::jsonb) x(seq integer, img jsonb)`, rid, events)
+		}
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT synchro.record_decoded_enum_labels()`).Scan(&n)
+		}
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := stage(`[{"seq": 1, "img": {"id": 1, "m": "calm", "ms": "{cool,sad}", "n": "gone"}},
+		{"seq": 1, "img": {"id": 2, "m": null, "ms": "{NULL}"}}, {"seq": 2, "img": {"id": 3, "m": "gone"}}]`); n != 2 {
+		t.Fatalf("recorded %d values, want calm and cool", n)
+	}
+	if got := queryText(t, d, labels); got != "calm=true,cool=true,happy=true,sad=true" {
+		t.Fatalf("recorded labels %s", got)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
+		t.Fatalf("%d relations drifted", n)
+	}
+	d.Exec(t, `ALTER TYPE app.mood RENAME VALUE 'calm' TO 'blue'`)
+	want := []string{"app.e has a recorded value of enum type app.mood renamed (ALTER TYPE ... RENAME VALUE): registered values may have changed without row events"}
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); !slices.Equal(got, want) {
+		t.Fatalf("catalog drift %v, want %v", got, want)
+	}
+	d.Exec(t, `SELECT synchro.accept_rewrite('app.e')`)
+	if n := stage(`[{"seq": 1, "img": {"id": 1, "m": "calm"}}]`); n != 1 {
+		t.Fatalf("recorded %d labels, want the one its type no longer has", n)
+	}
+	if got := queryText(t, d, labels); got != "blue=true,calm=false,cool=true,happy=true,sad=true" {
+		t.Fatalf("recorded labels %s", got)
+	}
+	want = []string{"app.e has a row captured with a label of enum type app.mood that it no longer has (ALTER TYPE ... RENAME VALUE after the row was written): registered values changed without row events"}
+	if got := rowsOf(t, d, `SELECT relation || ' ' || problem FROM synchro.catalog_drift()`); !slices.Equal(got, want) {
+		t.Fatalf("catalog drift %v, want %v", got, want)
+	}
+	d.Exec(t, `SELECT synchro.accept_rewrite('app.e')`)
+	if got := queryText(t, d, labels); got != "blue=true,cool=true,happy=true,sad=true" {
+		t.Fatalf("recorded labels after accept_rewrite %s", got)
+	}
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.catalog_drift()`); n != 0 {
+		t.Fatalf("%d relations drifted after accept_rewrite", n)
 	}
 }
 

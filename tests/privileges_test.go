@@ -82,6 +82,7 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 		`SELECT synchro.accept_partition_guards('app.docs')`,
 		`SELECT synchro.record_storage()`,
 		`SELECT synchro.record_enum_labels()`,
+		`SELECT synchro.record_decoded_enum_labels()`,
 		`SELECT synchro.materialize_transaction('[]')`,
 		`SELECT synchro.record_acknowledgement('0/0')`,
 		`SELECT synchro.prune_capture_history('0', 1)`,

@@ -19,8 +19,11 @@
 -- written again, or that clients may keep stale values), a recorded value of a
 -- registered column's enum type renamed (ALTER TYPE ... RENAME VALUE changed
 -- the rows holding it without row events; the same call records the labels
--- again), an inheritance child of a registered plain table (CREATE TABLE ...
--- INHERITS, ALTER TABLE ... INHERIT: its rows are read through the table but
+-- again), a row materialized with a label its enum type no longer has
+-- (synchro.record_decoded_enum_labels: renamed after the row was written,
+-- before anything recorded the value, or while the row waited to be
+-- materialized), an inheritance child of a registered plain table (CREATE
+-- TABLE ... INHERITS, ALTER TABLE ... INHERIT: its rows are read through the table but
 -- no fence fires for them and nothing publishes them; NO INHERIT or dropping
 -- the child repairs it), a recorded partition made unlogged (ALTER TABLE ...
 -- SET UNLOGGED: its rows no longer reach WAL, so synchro.fence refuses writes
@@ -59,6 +62,9 @@ BEGIN
                          THEN format('has child table %s (INHERITS): its rows are read through the table but never captured', child.name)
                      WHEN unlogged.name IS NOT NULL
                          THEN format('has partition %s that is unlogged (SET UNLOGGED): its rows are not written to WAL and cannot be captured, and a crash empties it without row events (ALTER TABLE ... SET LOGGED repairs it)', unlogged.name)
+                     WHEN renamed.typ IS NOT NULL AND renamed.value = 0
+                         THEN format('has a row captured with a label of enum type %s that it no longer has (ALTER TYPE ... RENAME VALUE after the row was written): registered values changed without row events',
+                                     renamed.typ::regtype)
                      WHEN renamed.typ IS NOT NULL
                          THEN format('has a recorded value of enum type %s renamed (ALTER TYPE ... RENAME VALUE): registered values may have changed without row events',
                                      renamed.typ::regtype)
@@ -109,8 +115,9 @@ BEGIN
                                                  WHERE pc.oid = rp.partition_oid OFFSET 0) pc
                              WHERE rp.relation_id = r.relation_id AND pc.relpersistence <> 'p'
                              ORDER BY rp.partition_name LIMIT 1) unlogged ON true
-          -- The first recorded enum value whose label changed (or that is gone).
-          LEFT JOIN LATERAL (SELECT el.enum_type AS typ FROM synchro.relation_enum_label el
+          -- The first recorded enum value whose label changed (or that is gone,
+          -- as the value 0 synchro.record_decoded_enum_labels records is).
+          LEFT JOIN LATERAL (SELECT el.enum_type AS typ, el.enum_value AS value FROM synchro.relation_enum_label el
                              LEFT JOIN pg_enum e ON e.oid = el.enum_value
                              WHERE el.relation_id = r.relation_id AND e.enumlabel IS DISTINCT FROM el.label
                              ORDER BY el.enum_type, el.enum_value LIMIT 1) renamed ON true

@@ -14,6 +14,8 @@
 --     transaction at or behind the high-watermark that is not durable is refused;
 --   * it waits until the new transactions are visible (synchro.await_visible:
 --     a commit is decoded a moment before it is visible to other snapshots);
+--   * it records the enum values their images hold, and the labels their enum
+--     types no longer have (synchro.record_decoded_enum_labels: catalog drift);
 --   * the new transactions are materialized by
 --     synchro.materialize_segment, in segments cut so that a transaction
 --     changing a relation some scope rule reads is evaluated on its own, against
@@ -101,6 +103,7 @@ BEGIN
     SELECT prog.stream_generation, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.applied
     FROM synchro_seg_txn t;
     PERFORM synchro.await_visible(ARRAY(SELECT t.xid FROM synchro_seg_txn t));
+    PERFORM synchro.record_decoded_enum_labels();
 
     -- Errors raised while segments are materialized can quote row values (a
     -- rule's cast or a unique violation's key): PostgreSQL would write them to
