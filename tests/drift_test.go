@@ -606,14 +606,7 @@ func TestRenamedEnumValueBlocksCapture(t *testing.T) {
 			d.Exec(t, `ALTER TYPE app.mood RENAME VALUE '`+tc.value+`' TO 'blue'`)
 			held := commitTxn(t, d, `INSERT INTO app.e VALUES (3, `+m("happy")+`)`)
 			later := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
-			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, later)
-			waitReadiness(t, d, "worker", "registry")
-			const reason = "app.e has a recorded value of enum type app.mood renamed (ALTER TYPE ... RENAME VALUE)"
-			if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(got, reason) {
-				t.Fatalf("registry check: %q, want %q", got, reason)
-			}
-			d.Exec(t, `UPDATE app.e SET id = id; SELECT synchro.accept_rewrite('app.e')`)
-			waitMaterialized(t, d)
+			enumDriftAccepted(t, e, later, "app.e has a recorded value of enum type app.mood renamed (ALTER TYPE ... RENAME VALUE)")
 			requireMaterializedOnce(t, d, 1, held, later)
 			requireImage(t, d, "app.e", "1", imageOf("blue"))
 			requireEffectVersions(t, d)
@@ -657,14 +650,7 @@ func TestEnumValueRenamedBeforeRecordedBlocksCapture(t *testing.T) {
 				return queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, written.xid) == 1, nil
 			})
 			held := commitTxn(t, d, `INSERT INTO app.k VALUES (2, 'SECRET-123', 7)`)
-			requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, held)
-			waitReadiness(t, d, "worker", "registry")
-			const reason = "app.e has a row captured with a label of enum type app.mood that it no longer has"
-			if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(got, reason) {
-				t.Fatalf("registry check: %q, want %q", got, reason)
-			}
-			d.Exec(t, `UPDATE app.e SET id = id; SELECT synchro.accept_rewrite('app.e')`)
-			waitMaterialized(t, d)
+			enumDriftAccepted(t, e, held, "app.e has a row captured with a label of enum type app.mood that it no longer has")
 			requireMaterializedOnce(t, d, 1, written, held)
 			requireImage(t, d, "app.e", "1", `{"id": 1, "m": `+tc.blue+`}`)
 			requireImage(t, d, "app.k", "2", `{"id": 2, "v": "SECRET-123", "q": 7}`)
@@ -1065,4 +1051,19 @@ func TestAcceptRewriteRefusesUnregistered(t *testing.T) {
 	if got := rowsOf(t, d, recorded); !slices.Equal(got, before) {
 		t.Fatalf("recorded storage and guards changed from %v to %v", before, got)
 	}
+}
+
+// enumDriftAccepted requires capture blocked by catalog drift of app.e before
+// held, with the registry check giving reason; the owner then writes app.e's
+// rows again and accepts the rename, and capture materializes what waited.
+func enumDriftAccepted(t *testing.T, e *driftEnv, held committed, reason string) {
+	t.Helper()
+	d := e.d
+	requireBlockedByCatalogDrift(t, d, e.cfg.WorkerID, e.log, held)
+	waitReadiness(t, d, "worker", "registry")
+	if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'registry'`); !strings.Contains(got, reason) {
+		t.Fatalf("registry check: %q, want %q", got, reason)
+	}
+	d.Exec(t, `UPDATE app.e SET id = id; SELECT synchro.accept_rewrite('app.e')`)
+	waitMaterialized(t, d)
 }

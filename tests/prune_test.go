@@ -236,13 +236,7 @@ func TestWorkerPrunesUnderSessionTimeouts(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	sharedDocs(t, d)
-	d.Exec(t, `CREATE PROCEDURE app.write_many(n int) LANGUAGE plpgsql AS $$
-		BEGIN
-			FOR i IN 1..n LOOP
-				INSERT INTO app.docs VALUES (i, 'x');
-				COMMIT;
-			END LOOP;
-		END $$`)
+	createWriteMany(t, d, "'x'")
 	w := startStreaming(t, d, workerConfig(d, "writer"))
 	d.Exec(t, `CALL app.write_many(3000)`)
 	waitMaterialized(t, d)

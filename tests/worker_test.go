@@ -105,13 +105,7 @@ func TestBacklogIsPipelined(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	ownedDocs(t, d)
-	d.Exec(t, `CREATE PROCEDURE app.write_many(n int) LANGUAGE plpgsql AS $$
-		BEGIN
-			FOR i IN 1..n LOOP
-				INSERT INTO app.docs VALUES (i, 'u' || i % 10);
-				COMMIT;
-			END LOOP;
-		END $$`)
+	createWriteMany(t, d, "'u' || i % 10")
 	w := startStreaming(t, d, workerConfig(d, "w1"))
 	if err := w.stop(t); err != nil {
 		t.Fatal(err)
@@ -205,4 +199,17 @@ func awaitStatusUpdate(d *testdb.DB, slot string, after time.Duration) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return errors.New("no status update from the worker while it held the preparation")
+}
+
+// createWriteMany creates the procedure app.write_many(n): n transactions, the
+// i-th inserting the row (i, value) into app.docs (value an expression of i).
+func createWriteMany(t *testing.T, d *testdb.DB, value string) {
+	t.Helper()
+	d.Exec(t, `CREATE PROCEDURE app.write_many(n int) LANGUAGE plpgsql AS $$
+		BEGIN
+			FOR i IN 1..n LOOP
+				INSERT INTO app.docs VALUES (i, `+value+`);
+				COMMIT;
+			END LOOP;
+		END $$`)
 }
