@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/testdb"
+	"github.com/synchro-sync/synchro/internal/wal"
 )
 
 // secret marks row values a poison record and the worker log must never hold.
@@ -704,6 +705,32 @@ func TestLiftTimeouts(t *testing.T) {
 	}
 	if got := timeouts(conn); got != lifted {
 		t.Fatalf("timeouts of the session after lift_timeouts(false): %q, want %q", got, lifted)
+	}
+}
+
+// TestWorkerPoolLiftsTimeouts: the pool synchrod's worker runs on (wal.NewPool)
+// has no statement, lock or idle-in-transaction timeout, whatever the database,
+// the role or the URL set: with a statement_timeout of a few milliseconds for
+// the database, the worker's statements failed now and then and its session
+// retried them.
+func TestWorkerPoolLiftsTimeouts(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	ctx := context.Background()
+	d.Exec(t, `ALTER DATABASE `+pgx.Identifier{d.Name}.Sanitize()+` SET statement_timeout = '1ms';
+		ALTER DATABASE `+pgx.Identifier{d.Name}.Sanitize()+` SET idle_in_transaction_session_timeout = '1ms'`)
+	pool, err := wal.NewPool(ctx, d.URL+"&lock_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var got string
+	if err := pool.QueryRow(ctx, `SELECT concat_ws(' ', current_setting('statement_timeout'), current_setting('lock_timeout'),
+		current_setting('idle_in_transaction_session_timeout'))`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "0 0 0" {
+		t.Fatalf("timeouts on the worker's pool: %q, want 0 0 0", got)
 	}
 }
 

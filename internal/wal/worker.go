@@ -126,10 +126,20 @@ const PoolConns = 8
 // connections unless the URL sets pool_max_conns. Sharing a pool with the
 // process's other statements let a metrics scrape or a readiness query take the
 // connections the worker waits for, and the worker the ones they need.
+//
+// Its connections turn off statement_timeout, lock_timeout and
+// idle_in_transaction_session_timeout (settings sent at connection start win
+// over the database's and the role's, and over the URL's): a worker statement
+// that timed out only made the session retry it. transaction_timeout
+// (PostgreSQL 17) is not sent, since an older server refuses a connection naming
+// it; materialization and the worker's records lift it with synchro.lift_timeouts.
 func NewPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, err
+	}
+	for _, k := range []string{"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"} {
+		cfg.ConnConfig.RuntimeParams[k] = "0"
 	}
 	// pgxpool takes pool_max_conns out of the settings it parsed; the plain
 	// connection settings still name it when the URL gives it.
