@@ -286,10 +286,30 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		return nil, err
 	}
 	defer drop()
-	// Baseline first, before any slot exists, so that no decoder reads its WAL.
+	// Baseline first, while no decoder reads the WAL. Its slot, of a
+	// publication of the plain table alone, gives the rate at which PostgreSQL
+	// decodes unfenced INSERTs: what the fences' WAL costs the WAL sender.
+	plainSlot := "raw_plain_" + name
+	if _, err := pool.Exec(ctx, `CREATE PUBLICATION bench_plain FOR TABLE bench.plain_items`); err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, plainSlot); err != nil {
+		return nil, err
+	}
 	progress("%d-row: pgbench writing an unregistered table for %ds (baseline)", width, seconds)
 	plainTPS, _, err := pgbench(ctx, pgbin, url, insertScript(width, "bench.plain_items"), seconds)
 	if err != nil {
+		return nil, err
+	}
+	var plainEnd string
+	if err := pool.QueryRow(ctx, `SELECT pg_logical_emit_message(true, 'synchrobench', 'end')::text`).Scan(&plainEnd); err != nil {
+		return nil, err
+	}
+	plainRawTxns, _, plainRawDur, err := rawDecode(ctx, url, plainSlot, "bench_plain", plainEnd)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, plainSlot); err != nil {
 		return nil, err
 	}
 	// Start the stream (creates the slot), then stop the worker so WAL accumulates.
@@ -320,7 +340,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	}
 
 	progress("%d-row: %d transactions written; raw decode", width, txns)
-	rawTxns, lastEnd, rawDur, err := rawDecode(ctx, url, rawSlot, target)
+	rawTxns, lastEnd, rawDur, err := rawDecode(ctx, url, rawSlot, "synchro", target)
 	if err != nil {
 		return nil, err
 	}
@@ -357,6 +377,8 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 			Baseline: "raw pgoutput decode", BaseVal: rawTPS, Target: targetTx},
 		{Name: fmt.Sprintf("capture throughput, %d-row tx", width), Value: capTPS * float64(width), Unit: "rows/s",
 			Baseline: "pgbench write", BaseVal: tps * float64(width), Target: targetRows},
+		{Name: fmt.Sprintf("raw pgoutput decode, %d-row tx of fenced rows", width), Value: rawTPS * float64(width), Unit: "rows/s",
+			Baseline: "unfenced INSERTs", BaseVal: float64(plainRawTxns) * float64(width) / plainRawDur.Seconds()},
 	}
 	return append(rows, cpuRows(width, use, txns*int64(width), targetRate)...), nil
 }
@@ -381,7 +403,7 @@ func cpuRows(width int, use cpuUse, rows int64, targetRate float64) []row {
 // rawDecode streams a pgoutput slot to target with a bare pglogrepl reader that
 // only parses messages, and returns the committed transactions seen and the end
 // of the last one.
-func rawDecode(ctx context.Context, url, slot, target string) (int64, pglogrepl.LSN, time.Duration, error) {
+func rawDecode(ctx context.Context, url, slot, publication, target string) (int64, pglogrepl.LSN, time.Duration, error) {
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
 		return 0, 0, 0, err
@@ -398,7 +420,7 @@ func rawDecode(ctx context.Context, url, slot, target string) (int64, pglogrepl.
 	}
 	t0 := time.Now()
 	if err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names 'synchro'", "messages 'true'"},
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + publication + "'", "messages 'true'"},
 	}); err != nil {
 		return 0, 0, 0, err
 	}
