@@ -182,6 +182,22 @@ func TestCommands(t *testing.T) {
 		startSynchrod(t, d, synchrod, addr, slot, "--database-url", d.URL, "--listen", addr, "--slot", slot)
 	})
 
+	t.Run("synchrod names the role, not migrate, when it may not read the schema", func(t *testing.T) {
+		d := testdb.New(t)
+		// Member of the service role only (as README's "Database roles" asks for
+		// the HTTP connections): synchrod's own statements need the schema owner.
+		service := loginAs(t, d, "synchro_service")
+		code, _, stderr := run(t, synchrod, "--database-url", service, "--listen", "127.0.0.1:0", "--worker=false")
+		if code != 1 || !strings.Contains(stderr, "may not read Synchro's schema") || !strings.Contains(stderr, "permission denied") ||
+			strings.Contains(stderr, "schema differs") {
+			t.Fatalf("exit %d, stderr %q; want exit 1 naming the missing privilege, not a stale schema", code, stderr)
+		}
+		// The same database is current: migrate changes nothing.
+		if out := runOK(t, synchroctl, "migrate", "--database-url", d.URL); !strings.Contains(out, "nothing changed") {
+			t.Fatalf("migrate printed %q", out)
+		}
+	})
+
 	t.Run("synchrod serves healthz", func(t *testing.T) {
 		d := testdb.New(t)
 		addr, slot := freeAddr(t), synchrodSlot()

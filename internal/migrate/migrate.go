@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"sort"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -46,6 +47,17 @@ func (r Result) Unchanged() bool { return len(r.Applied) == 0 && !r.BundleChange
 
 // ErrStale means the database schema or function bundle differs from this build.
 var ErrStale = errors.New("database schema differs from this build of Synchro; run `synchroctl migrate`")
+
+// ErrNoPrivilege means the checking role may not read Synchro's schema version:
+// migrating again would change nothing, the role is the wrong one.
+var ErrNoPrivilege = errors.New("this database user may not read Synchro's schema; " +
+	"run synchrod as the role that ran `synchroctl migrate` (the owner of schema synchro) or a superuser")
+
+// denied reports a permission error (SQLSTATE 42501).
+func denied(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "42501"
+}
 
 // Apply migrates the database at databaseURL and installs the function bundle,
 // making publication the capture publication. Running it again changes nothing.
@@ -206,6 +218,9 @@ func Check(ctx context.Context, pool *pgxpool.Pool) error {
 	err = pool.QueryRow(ctx, `SELECT CASE WHEN to_regclass('`+versionTable+`') IS NULL THEN -1
 		ELSE (SELECT coalesce(max(version_id), 0) FROM `+versionTable+` WHERE is_applied) END`).Scan(&have)
 	if err != nil {
+		if denied(err) {
+			return fmt.Errorf("%w: cannot read the schema version: %v", ErrNoPrivilege, err)
+		}
 		return fmt.Errorf("%w (cannot read schema version: %v)", ErrStale, err)
 	}
 	if have < 0 {
@@ -216,6 +231,9 @@ func Check(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	digest, err := db.New(pool).GetBundleDigest(ctx)
 	if err != nil {
+		if denied(err) {
+			return fmt.Errorf("%w: cannot read the function bundle digest: %v", ErrNoPrivilege, err)
+		}
 		return fmt.Errorf("%w (no function bundle installed)", ErrStale)
 	}
 	if digest != BundleDigest() {
