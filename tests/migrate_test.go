@@ -198,6 +198,51 @@ func TestCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("help exits 0 with the usage on stdout", func(t *testing.T) {
+		for _, c := range []struct {
+			args []any
+			want string
+		}{
+			{[]any{"--help"}, "commands:"},
+			{[]any{"-h"}, "commands:"},
+			{[]any{"help"}, "commands:"},
+			{[]any{"poison", "-h"}, "usage: synchroctl poison list | show ID | retry ID"},
+			{[]any{"registry", "--help"}, "usage: synchroctl registry list"},
+			{[]any{"client", "-h"}, "usage: synchroctl client sync --db FILE"},
+		} {
+			code, stdout, stderr := run(t, synchroctl, c.args...)
+			if code != 0 || !strings.Contains(stdout, c.want) {
+				t.Errorf("synchroctl %v: exit %d, stdout %q, stderr %q; want exit 0 and %q", c.args, code, stdout, stderr, c.want)
+			}
+		}
+		if code, _, stderr := run(t, synchroctl, "bogus"); code != 2 || !strings.Contains(stderr, `unknown command "bogus"`) {
+			t.Errorf("synchroctl bogus: exit %d, stderr %q; want exit 2 naming the command", code, stderr)
+		}
+	})
+
+	t.Run("commands take no flag they would ignore", func(t *testing.T) {
+		d := testdb.New(t)
+		// status, poison and registry read the active stream whatever its slot;
+		// migrate names no slot.
+		for _, args := range [][]any{
+			{"status", "--slot", "other", "--database-url", d.URL},
+			{"status", "--publication", "other", "--database-url", d.URL},
+			{"poison", "list", "--slot", "other", "--database-url", d.URL},
+			{"registry", "list", "--publication", "other", "--database-url", d.URL},
+			{"migrate", "--slot", "other", "--database-url", d.URL},
+		} {
+			code, stdout, stderr := run(t, synchroctl, args...)
+			if code != 1 || stdout != "" || !strings.Contains(stderr, "flag provided but not defined") {
+				t.Errorf("synchroctl %v: exit %d, stdout %q, stderr %q; want the flag refused", args, code, stdout, stderr)
+			}
+		}
+		// The environment synchrod reads does not get in their way.
+		out := runOK(t, synchroctl, "registry", "list", env("SYNCHRO_DATABASE_URL="+d.URL, "SYNCHRO_SLOT=other", "SYNCHRO_PUBLICATION=other"))
+		if !strings.HasPrefix(out, "RELATION_ID") {
+			t.Fatalf("registry list printed %q", out)
+		}
+	})
+
 	t.Run("synchrod serves healthz", func(t *testing.T) {
 		d := testdb.New(t)
 		addr, slot := freeAddr(t), synchrodSlot()

@@ -24,8 +24,9 @@ var clientEnv = map[string]string{
 // runClient runs `synchroctl client sync`: one sync cycle of a local SQLite
 // replica with the Go SDK, then a summary of what it did and holds.
 func runClient(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
+	const usage = `usage: synchroctl client sync --db FILE [--server URL] [--client-id ID] [--token TOKEN]`
 	if len(args) == 0 || args[0] != "sync" {
-		return errors.New(`usage: synchroctl client sync --db FILE --server URL --client-id ID [--token TOKEN]`)
+		return helpOr(args, out, usage, errors.New(usage))
 	}
 	var (
 		dbPath, server, clientID, tok, platform string

@@ -28,7 +28,7 @@ type dbCommand struct {
 func parseDBCommand(ctx context.Context, name string, args []string, npos int, usage string) (*dbCommand, *pgxpool.Pool, error) {
 	c := &dbCommand{}
 	fs := flag.NewFlagSet("synchroctl "+name, flag.ContinueOnError)
-	c.common.Register(fs)
+	c.common.RegisterDatabase(fs)
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	var err error
 	if c.args, err = parseArgs(fs, args, config.CommonEnv); err != nil {

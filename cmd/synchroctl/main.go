@@ -38,6 +38,10 @@ func main() {
 		usage(os.Stderr)
 		os.Exit(2)
 	}
+	if isHelp(os.Args[1]) {
+		usage(os.Stdout)
+		return
+	}
 	cmd, ok := commands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "synchroctl: unknown command %q\n\n", os.Args[1])
@@ -67,8 +71,29 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.msg }
 
+// isHelp reports whether arg asks for help (synchroctl --help, synchroctl
+// poison -h): that prints the usage on stdout and exits 0.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+// helpOr returns flag.ErrHelp (exit 0) after printing usage on out when args
+// asks for help, else err: the error of a subcommand whose own subcommand is
+// missing or unknown.
+func helpOr(args []string, out io.Writer, usage string, err error) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(out, usage)
+		return flag.ErrHelp
+	}
+	return err
+}
+
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: synchroctl <command> [flags]\n\ncommands:")
+	fmt.Fprintln(w, "usage: synchroctl <command> [flags]   (synchroctl <command> -h: its flags)\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)

@@ -14,7 +14,9 @@ import (
 func runMigrate(ctx context.Context, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("synchroctl migrate", flag.ContinueOnError)
 	var common config.Common
-	common.Register(fs)
+	// No --slot: migrating names no slot (the worker creates its own).
+	common.RegisterDatabase(fs)
+	common.RegisterPublication(fs)
 	if err := config.Parse(fs, args, config.CommonEnv); err != nil {
 		return err
 	}

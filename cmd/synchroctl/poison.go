@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +16,7 @@ const poisonUsage = "usage: synchroctl poison list | show ID | retry ID [--json]
 
 func runPoison(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
 	if len(args) == 0 {
-		return fmt.Errorf(poisonUsage)
+		return errors.New(poisonUsage)
 	}
 	sub := args[0]
 	npos := 0
@@ -24,7 +25,7 @@ func runPoison(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 	case "show", "retry":
 		npos = 1 // the poison id
 	default:
-		return fmt.Errorf(poisonUsage)
+		return helpOr(args, out, poisonUsage, errors.New(poisonUsage))
 	}
 	c, pool, err := parseDBCommand(ctx, "poison "+sub, args[1:], npos, poisonUsage)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,7 +13,7 @@ import (
 func runRegistry(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
 	const usage = "usage: synchroctl registry list [--json] [--database-url URL]"
 	if len(args) == 0 || args[0] != "list" {
-		return fmt.Errorf(usage)
+		return helpOr(args, out, usage, errors.New(usage))
 	}
 	c, pool, err := parseDBCommand(ctx, "registry list", args[1:], 0, usage)
 	if err != nil {

@@ -12,7 +12,8 @@ import (
 
 // Parse parses args into fs, then sets every flag not given on the command line
 // from its environment variable in env (flag name -> variable) when that is set.
-// A malformed value is an error naming the variable.
+// Names in env that fs does not define are skipped. A malformed value is an
+// error naming the variable.
 func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -25,7 +26,7 @@ func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if given[name] {
+		if given[name] || fs.Lookup(name) == nil {
 			continue
 		}
 		if v, ok := os.LookupEnv(env[name]); ok {
@@ -53,9 +54,21 @@ var CommonEnv = map[string]string{
 
 // Register defines the common flags on fs.
 func (c *Common) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL connection URL (env SYNCHRO_DATABASE_URL)")
-	fs.StringVar(&c.Publication, "publication", "synchro", "capture publication name (env SYNCHRO_PUBLICATION)")
+	c.RegisterDatabase(fs)
+	c.RegisterPublication(fs)
 	fs.StringVar(&c.Slot, "slot", "synchro", "logical replication slot name (env SYNCHRO_SLOT)")
+}
+
+// RegisterDatabase defines --database-url alone, for commands that read the
+// active stream whatever its slot and publication (synchroctl status, poison,
+// registry): a --slot there would be taken and ignored.
+func (c *Common) RegisterDatabase(fs *flag.FlagSet) {
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL connection URL (env SYNCHRO_DATABASE_URL)")
+}
+
+// RegisterPublication defines --publication (synchrod, synchroctl migrate).
+func (c *Common) RegisterPublication(fs *flag.FlagSet) {
+	fs.StringVar(&c.Publication, "publication", "synchro", "capture publication name (env SYNCHRO_PUBLICATION)")
 }
 
 // Validate reports a missing database URL clearly.
