@@ -243,6 +243,19 @@ func TestCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("synchrod refuses settings it would replace or read as unbounded", func(t *testing.T) {
+		// Before: a heartbeat interval of 0 ran as 1s, a negative
+		// --max-user-requests as no bound; neither is what the flag says.
+		for _, c := range []struct{ flag, value string }{
+			{"--heartbeat-interval", "0"}, {"--heartbeat-interval", "-1s"}, {"--max-user-requests", "-1"},
+		} {
+			code, _, stderr := run(t, synchrod, c.flag, c.value, "--database-url", "postgres://127.0.0.1:1/none", "--listen", "127.0.0.1:0")
+			if code != 1 || !strings.Contains(stderr, c.flag) {
+				t.Errorf("synchrod %s %s: exit %d, stderr %q; want exit 1 naming the flag", c.flag, c.value, code, stderr)
+			}
+		}
+	})
+
 	t.Run("synchrod serves healthz", func(t *testing.T) {
 		d := testdb.New(t)
 		addr, slot := freeAddr(t), synchrodSlot()

@@ -98,6 +98,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
 	}
+	if *heartbeat <= 0 || *maxUserRequests < 0 {
+		return fmt.Errorf("--heartbeat-interval must be positive and --max-user-requests not negative (0: no bound)")
+	}
 	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 {
 		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive")
 	}
