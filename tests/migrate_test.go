@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -252,6 +253,33 @@ func TestCommands(t *testing.T) {
 			code, _, stderr := run(t, synchrod, c.flag, c.value, "--database-url", "postgres://127.0.0.1:1/none", "--listen", "127.0.0.1:0")
 			if code != 1 || !strings.Contains(stderr, c.flag) {
 				t.Errorf("synchrod %s %s: exit %d, stderr %q; want exit 1 naming the flag", c.flag, c.value, code, stderr)
+			}
+		}
+	})
+
+	t.Run("README names every synchrod flag and synchroctl command", func(t *testing.T) {
+		readme, err := os.ReadFile("../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, usage := run(t, synchrod, "-h")
+		flags := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(usage, -1)
+		if code != 0 || len(flags) < 30 {
+			t.Fatalf("synchrod -h: exit %d, %d flags found in %q", code, len(flags), usage)
+		}
+		for _, f := range flags {
+			if !strings.Contains(string(readme), "`--"+f[1]+"`") {
+				t.Errorf("README does not name synchrod's --%s", f[1])
+			}
+		}
+		help := runOK(t, synchroctl, "--help")
+		cmds := regexp.MustCompile(`(?m)^  ([a-z-]+) `).FindAllStringSubmatch(help, -1)
+		if len(cmds) < 6 {
+			t.Fatalf("synchroctl --help lists %d commands: %q", len(cmds), help)
+		}
+		for _, c := range cmds {
+			if !strings.Contains(string(readme), "synchroctl "+c[1]) {
+				t.Errorf("README does not show synchroctl %s", c[1])
 			}
 		}
 	})
