@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -369,9 +371,32 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 				o["pk"] = pk
 			}
 		}
-		resp[list] = mustJSON(outcomes)
+		if outcomes == nil {
+			resp[list] = json.RawMessage("null")
+			continue
+		}
+		b := []byte{'['}
+		for i, o := range outcomes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, rawObject(o)...)
+		}
+		resp[list] = append(b, ']')
 	}
-	return mustJSON(resp), nil
+	return rawObject(resp), nil
+}
+
+// rawObject is m as a JSON object in name order (as json.Marshal writes it),
+// its values as they are: a server_row may be nested deeper than json.Marshal
+// takes a json.RawMessage (package wire).
+func rawObject(m map[string]json.RawMessage) json.RawMessage {
+	members := make([]wire.Member, 0, len(m))
+	for name, v := range m {
+		members = append(members, wire.Member{Name: name, Value: v})
+	}
+	slices.SortFunc(members, func(a, b wire.Member) int { return strings.Compare(a.Name, b.Name) })
+	return wire.AppendObject(nil, members)
 }
 
 // rowKey is the pk object {key column: value} with the value taken from row
@@ -379,13 +404,17 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 // Synchro accepts (text, varchar, uuid: the text output as a string; integers:
 // a number). ok is false unless pk names one column and row has it.
 func rowKey(pk, row json.RawMessage) (json.RawMessage, bool) {
-	var key, cols map[string]json.RawMessage
-	if json.Unmarshal(pk, &key) != nil || len(key) != 1 || json.Unmarshal(row, &cols) != nil {
+	var key map[string]json.RawMessage
+	if json.Unmarshal(pk, &key) != nil || len(key) != 1 {
 		return nil, false
 	}
-	for column := range key {
-		if v, ok := cols[column]; ok && string(v) != "null" {
-			return mustJSON(map[string]json.RawMessage{column: v}), true
+	cols, err := wire.Members(row)
+	if err != nil {
+		return nil, false
+	}
+	for _, c := range cols {
+		if _, ok := key[c.Name]; ok && string(c.Value) != "null" {
+			return mustJSON(map[string]json.RawMessage{c.Name: c.Value}), true
 		}
 	}
 	return nil, false

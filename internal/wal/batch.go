@@ -3,13 +3,16 @@ package wal
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/wire"
 )
 
 // batchTxn is one source transaction as synchro.materialize_transaction takes it
@@ -145,19 +148,25 @@ func batchImages(txns []*capture.Txn) rowImages {
 	return nil
 }
 
-// overlay returns base with the fields of top set over it.
+// overlay returns base with the fields of top set over it, in name order. A
+// value may be nested deeper than encoding/json allows (package wire).
 func overlay(base, top json.RawMessage) (json.RawMessage, error) {
-	var fields, over map[string]json.RawMessage
-	if err := json.Unmarshal(base, &fields); err != nil {
+	fields, err := wire.Members(base)
+	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(top, &over); err != nil {
+	over, err := wire.Members(top)
+	if err != nil {
 		return nil, err
 	}
-	for k, v := range over {
-		fields[k] = v
+	for _, m := range over {
+		if i, found := slices.BinarySearchFunc(fields, m.Name, func(f wire.Member, name string) int { return strings.Compare(f.Name, name) }); found {
+			fields[i].Value = m.Value
+		} else {
+			fields = slices.Insert(fields, i, m)
+		}
 	}
-	return json.Marshal(fields)
+	return wire.AppendObject(nil, fields), nil
 }
 
 // prepare selects the registry generation of every row event, reconciles events

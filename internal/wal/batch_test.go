@@ -2,6 +2,7 @@ package wal
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +35,21 @@ func TestBatchJSON(t *testing.T) {
 	}
 	if got := batchJSON(nil); string(got) != "[]" {
 		t.Fatalf("batchJSON(nil) = %s", got)
+	}
+}
+
+// overlay completes a partial image whose row holds json nested deeper than
+// encoding/json reads (10,000 levels): it used to fail the transaction as a
+// decode error, blocking capture.
+func TestOverlayDeepJSON(t *testing.T) {
+	deep := strings.Repeat("[", 10001) + "1e400" + strings.Repeat("]", 10001)
+	got, err := overlay(json.RawMessage(`{"id":"k","big":"`+strings.Repeat("x", 3000)+`","j":`+deep+`,"n":1}`),
+		json.RawMessage(`{"id":"k","n":2,"k":`+deep+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"big":"` + strings.Repeat("x", 3000) + `","id":"k","j":` + deep + `,"k":` + deep + `,"n":2}`
+	if string(got) != want {
+		t.Fatalf("overlay = %.80s..., want %.80s...", got, want)
 	}
 }

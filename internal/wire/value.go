@@ -56,7 +56,7 @@ func AppendValue(b []byte, typeOID uint32, s string) ([]byte, error) {
 		}
 		return AppendString(b, s), nil // NaN, Infinity
 	case oidJSON, oidJSONB:
-		if !json.Valid([]byte(s)) {
+		if !Valid([]byte(s)) {
 			return nil, fmt.Errorf("malformed json")
 		}
 		return append(b, s...), nil
