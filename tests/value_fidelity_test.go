@@ -475,3 +475,55 @@ func wireCanon(raw []byte) (string, error) {
 	}
 	return canon()
 }
+
+// TestPushOutOfRangeValuesAreRejected: a pushed value of the right JSON type
+// that its column cannot hold (beyond a float's range, a date's or
+// timestamp's years, a time of day or zone offset, an unknown enum label or
+// uuid, bytes that are not base64, padding inside it too: PostgreSQL's decode
+// took "AA=A" as one zero byte) is rejected validation_failed naming the
+// column, and changes nothing; the other mutations of the push apply.
+func TestPushOutOfRangeValuesAreRejected(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, pushTypesSetup+`; INSERT INTO app.kinds (id, owner_id, s) VALUES ('t1', 'u1', 'keep')`)
+	e.connect(t, "u1", "c1")
+	const t1 = `SELECT (to_jsonb(k) - 'i4')::text FROM app.kinds k WHERE id = 't1'`
+	before := queryText(t, e.d, t1)
+	cases := []struct {
+		col string
+		val any
+	}{
+		{"f8", json.Number("1e309")}, {"f8", json.Number("-1e400")}, {"f8", json.Number("1e-400")}, {"f4", json.Number("3.5e38")}, {"f4", json.Number("1e-46")},
+		{"d", "5874898-01-01"}, {"d", "4714-11-23 BC"}, {"d", "0000-01-01"}, {"d", "2026-02-30"},
+		{"tstz", "294277-01-01T00:00:00Z"}, {"tstz", "4714-11-23 23:59:59+00 BC"}, {"ts", "294277-01-01 00:00:00"},
+		{"tm", "24:00:00.000001"}, {"tm", "25:00"}, {"ttz", "00:00:00+16:00"},
+		{"e", "nope"}, {"e", "Sad"}, {"u", "not-a-uuid"}, {"u", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1"},
+		{"bin", "A"}, {"bin", "AAA"}, {"bin", "AA=A"}, {"bin", "AA=\nA"}, {"bin", "AAAA=AAA"}, {"vc", "12345678901"}, {"ch", "abcde"},
+		{"i2", json.Number("32768")}, {"i8", json.Number("9223372036854775808")},
+	}
+	var muts []map[string]any
+	for i, c := range cases {
+		muts = append(muts, mut(fmt.Sprintf("bad%d", i), "kinds", "update", map[string]any{"id": "t1"}, map[string]any{c.col: c.val}),
+			mut(fmt.Sprintf("new%d", i), "kinds", "insert", map[string]any{"id": fmt.Sprintf("n%d", i)}, map[string]any{"owner_id": "u1", c.col: c.val}))
+	}
+	muts = append(muts, mut("good", "kinds", "update", map[string]any{"id": "t1"}, map[string]any{"i4": 1}))
+	resp := e.push(t, "u1", "c1", muts...)
+	for i, c := range cases {
+		for _, id := range []string{fmt.Sprintf("bad%d", i), fmt.Sprintf("new%d", i)} {
+			list, o := outcome(t, resp, id)
+			msg, _ := o["message"].(string)
+			if list != "rejected" || o["code"] != "validation_failed" || !strings.Contains(msg, fmt.Sprintf("%q", c.col)) {
+				t.Errorf("%s (%s = %v): %s %v, want validation_failed naming the column", id, c.col, c.val, list, o)
+			}
+		}
+	}
+	if list, o := outcome(t, resp, "good"); list != "accepted" || o["status"] != "applied" {
+		t.Fatalf("good: %s %v", list, o)
+	}
+	if got := queryText(t, e.d, t1); got != before || queryInt(t, e.d, `SELECT i4 FROM app.kinds WHERE id = 't1'`) != 1 {
+		t.Errorf("t1 after the push: %s, want %s with i4 1", got, before)
+	}
+	if n := queryInt(t, e.d, `SELECT count(*) FROM app.kinds WHERE id <> 't1'`); n != 0 {
+		t.Errorf("%d rejected inserts were written", n)
+	}
+	waitMaterialized(t, e.d)
+}

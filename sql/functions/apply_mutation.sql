@@ -85,11 +85,15 @@ BEGIN
         RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed', 'message', detail);
     END IF;
     key_text := pkv #>> '{}';
-    -- Wire values to column input: bytes travel as base64.
+    -- Wire values to column input: bytes travel as base64. decode() skips
+    -- padding anywhere ("AA=A" is a zero byte): the padding may only end it.
     FOR col IN SELECT a.attname FROM pg_attribute a
                WHERE a.attrelid = r.relation_oid AND a.atttypid = 'bytea'::regtype AND cols ? a.attname
                  AND jsonb_typeof(cols -> a.attname::text) = 'string' LOOP
         BEGIN
+            IF (cols ->> col) ~ '=.*[^=[:space:]]' THEN
+                RAISE invalid_parameter_value;
+            END IF;
             cols := jsonb_set(cols, ARRAY[col], to_jsonb('\x' || encode(decode(cols ->> col, 'base64'), 'hex')));
         EXCEPTION WHEN data_exception THEN
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'validation_failed',
