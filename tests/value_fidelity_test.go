@@ -150,9 +150,10 @@ func mustJSONString(s string) string {
 // astral characters, TOASTed text and bytes of more than 1 MB, json with
 // duplicate names, big numbers and deep nesting, uuid in upper case, NULL),
 // written directly, are captured without blocking capture and delivered by
-// pull and rebuild in their documented wire form; pushed back as pulled (an
-// insert of a new row and an update of the row) they are applied, answered
-// with the same server_row and stored as the direct write stored them. An
+// pull and rebuild in their documented wire form, and as such in push's
+// server_row of the row (a conflict); pushed back as pulled (an insert of a
+// new row and an update of the row) they are applied, answered with the same
+// server_row and stored as the direct write stored them. An
 // update of another column (directly and by push) leaves every value as it
 // was, the TOASTed ones (which the WAL leaves out) too.
 func TestValueFidelityAlongEveryPath(t *testing.T) {
@@ -206,7 +207,10 @@ func TestValueFidelityAlongEveryPath(t *testing.T) {
 		v := pulled["d-"+c.name].row[c.col]
 		upd := mut("u-"+c.name, "kinds", "update", map[string]any{"id": "d-" + c.name}, map[string]any{c.col: fidelityValue})
 		upd["base_version"] = pulled["d-"+c.name].version
+		// An insert of the existing row is a conflict carrying the directly
+		// written row as server_row.
 		out, status, refusal := fidelityPush(t, e, v,
+			mut("c-"+c.name, "kinds", "insert", map[string]any{"id": "d-" + c.name}, map[string]any{"owner_id": "u1"}),
 			mut("i-"+c.name, "kinds", "insert", map[string]any{"id": "p-" + c.name}, map[string]any{"owner_id": "u1", c.col: fidelityValue}), upd)
 		if c.pushRefused != "" {
 			if status != http.StatusBadRequest || !strings.Contains(refusal, "invalid_request") || !strings.Contains(refusal, c.pushRefused) {
@@ -216,6 +220,11 @@ func TestValueFidelityAlongEveryPath(t *testing.T) {
 		}
 		if status != http.StatusOK {
 			t.Fatalf("%s: push back answered %d %s", c.name, status, refusal)
+		}
+		if o := out["c-"+c.name]; o.status != "conflict" {
+			t.Errorf("%s: insert of the existing row answered %s, want a conflict", c.name, o.raw)
+		} else {
+			requireWire(t, c.name+": conflict's server_row", o.serverRow[c.col], c.want)
 		}
 		for _, m := range []string{"i-", "u-"} {
 			o, ok := out[m+c.name]
@@ -408,8 +417,9 @@ func requireWire(t *testing.T, what string, got json.RawMessage, want string) {
 }
 
 // wireEqual reports whether two JSON texts hold the same value: objects
-// compared by member (jsonb orders them its own way), numbers by exact value
-// with a negative zero told apart from zero, strings exactly.
+// compared by member (jsonb orders them its own way; an object naming a member
+// twice equals nothing), numbers by exact value with a negative zero told
+// apart from zero, strings exactly.
 func wireEqual(got json.RawMessage, want string) bool {
 	if got == nil {
 		return false
@@ -446,6 +456,9 @@ func wireCanon(raw []byte) (string, error) {
 					return "", err
 				}
 				if v == '{' {
+					if _, dup := members[name.(string)]; dup {
+						return "", fmt.Errorf("an object names %q twice", name)
+					}
 					members[name.(string)] = item
 				} else {
 					items = append(items, item)
@@ -526,4 +539,36 @@ func TestPushOutOfRangeValuesAreRejected(t *testing.T) {
 		t.Errorf("%d rejected inserts were written", n)
 	}
 	waitMaterialized(t, e.d)
+}
+
+// TestDependencyValuesOfAnyType: a capture dependency captures columns of any
+// type; arrays (NULL elements, several dimensions, other lower bounds),
+// intervals (negative, mixed signs, the largest), ranges with infinite bounds
+// and the like materialize without blocking capture, each projected as its
+// PostgreSQL text under the worker's settings (an interval in ISO 8601, as
+// IntervalStyle iso_8601 writes it).
+func TestDependencyValuesOfAnyType(t *testing.T) {
+	t.Parallel()
+	d := shapeStart(t, `CREATE SCHEMA app;
+		CREATE TABLE app.dep (id int PRIMARY KEY, a int[], t text[], iv interval, r tstzrange, p point);
+		SELECT synchro.register_dependency('app.dep')`)
+	values := []string{
+		`(1, '{1,NULL,3}', '{{"a",NULL},{"NULL","\""}}', '-1 year 2 mons -3 days +04:05:06.789', '[-infinity,infinity)', '(1e300,-0)')`,
+		`(2, '[2:3]={7,8}', '[0:0][1:2]={{"é𝄞",""}}', '178000000 years', 'empty', '(NaN,Infinity)')`,
+		`(3, '{}', '{}', '-178000000 years -2147483647 days -2562047788:00:54.775807', '(,)', NULL)`,
+		`(4, NULL, NULL, NULL, NULL, NULL)`,
+	}
+	c := commitTxn(t, d, `INSERT INTO app.dep VALUES `+strings.Join(values, ", "))
+	waitMaterialized(t, d)
+	ledgerOf(t, d, c)
+	if got := queryText(t, d, `SELECT string_agg(image ->> 'iv', ' ' ORDER BY key) FROM synchro.projection WHERE key IN ('1', '2')`); got != "P-10M-3DT4H5M6.789S P178000000Y" {
+		t.Errorf("intervals projected as %s", got)
+	}
+	for col, projected := range map[string]string{"a": "p.image ->> 'a'", "t": "p.image ->> 't'", "iv": "((p.image ->> 'iv')::interval)::text",
+		"r": "p.image ->> 'r'", "p": "p.image ->> 'p'"} {
+		if n := queryInt(t, d, fmt.Sprintf(`SELECT count(*) FROM app.dep x JOIN synchro.projection p ON p.key = x.id::text
+			WHERE %s IS NOT DISTINCT FROM (CASE WHEN x.%s IS NOT NULL THEN format('%%s', x.%[2]s) END)`, projected, col)); n != int64(len(values)) {
+			t.Errorf("column %s: %d of %d projections hold its value", col, n, len(values))
+		}
+	}
 }

@@ -51,6 +51,11 @@ func AppendValue(b []byte, typeOID uint32, s string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("malformed boolean")
 	case oidInt2, oidInt4, oidInt8, oidOID, oidFloat4, oidFloat8, oidNumeric:
+		if s == "-0" {
+			// A float's negative zero: images are jsonb, whose numbers are
+			// numerics, which have none (pull delivers 0; push stores 0).
+			return append(b, '0'), nil
+		}
 		if isNumber(s) {
 			return append(b, s...), nil
 		}

@@ -1,7 +1,7 @@
 -- synchro.row_text: the synced columns of the live row of table t with the given
 -- key as [[column, type oid, text or null], ...] in registration order (the text
 -- output of each value, as capture decodes it, under the caller's DateStyle ISO /
--- TimeZone UTC), or NULL
+-- TimeZone UTC; a json value as jsonb writes it), or NULL
 -- when there is no such row. The HTTP layer renders it with the same typed JSON
 -- rules as captured row images, so a push's server_row equals what pull delivers.
 CREATE OR REPLACE FUNCTION synchro.row_text(t synchro.synced_table, key text)
@@ -20,8 +20,12 @@ BEGIN
     FROM pg_attribute a WHERE a.attrelid = r.relation_oid AND a.attname = r.key_column;
     -- The type's output function, as pgoutput sends it (format's %s), not a
     -- cast to text: boolean casts to true/false, character(n) loses its padding.
-    SELECT string_agg(format('CASE WHEN x.%1$I IS NOT NULL THEN format(''%%s'', x.%1$I) END', c), ', ' ORDER BY o)
-    INTO cols FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o);
+    -- A json value as jsonb writes it, as capture's jsonb images hold it (one
+    -- member per name, numbers as numeric writes them: no -0).
+    SELECT string_agg(format('CASE WHEN x.%1$I IS NOT NULL THEN format(''%%s'', x.%1$I%2$s) END', u.c,
+                             CASE WHEN a.atttypid = 'json'::regtype THEN '::jsonb' ELSE '' END), ', ' ORDER BY u.o)
+    INTO cols FROM unnest(t.sync_columns) WITH ORDINALITY AS u(c, o)
+    JOIN pg_attribute a ON a.attrelid = r.relation_oid AND a.attname = u.c;
     -- ONLY: rows of inheritance children are not the synced table's.
     EXECUTE format('SELECT ARRAY[%s] FROM %s%I.%I x WHERE x.%I = $1::%s', cols,
                    (SELECT CASE WHEN c.relkind = 'r' THEN 'ONLY ' ELSE '' END FROM pg_class c WHERE c.oid = r.relation_oid),
