@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -495,9 +494,8 @@ func (s *sim) crashPostgres() {
 }
 
 func (s *sim) pgScript(args ...string) {
-	out, err := exec.Command("../scripts/pgcluster.sh", args...).CombinedOutput()
-	if err != nil {
-		s.t.Fatalf("scripts/pgcluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	if _, err := pgcluster(s.t, args...); err != nil {
+		s.t.Fatal(err)
 	}
 }
 

@@ -38,8 +38,21 @@ type DB struct {
 // bundle (publication "synchro") and closes it when the test ends.
 func New(t testing.TB) *DB {
 	t.Helper()
-	conf := baseConfig(t)
-	inst := pgtestdb.Custom(t, conf, migrator{})
+	return newOn(t, BaseURL(t), migrator{})
+}
+
+// NewAt is New on the cluster at baseURL rather than the test cluster: for a
+// test that changes server-wide settings on a throwaway cluster of its own.
+func NewAt(t testing.TB, baseURL string) *DB {
+	t.Helper()
+	// pgtestdb remembers for the whole test binary that it made the template of
+	// a migrator hash, on whichever cluster: another cluster needs another hash.
+	return newOn(t, baseURL, migrator{cluster: baseURL})
+}
+
+func newOn(t testing.TB, baseURL string, m migrator) *DB {
+	t.Helper()
+	inst := pgtestdb.Custom(t, configFor(t, baseURL), m)
 	pool, err := pgxpool.New(context.Background(), inst.URL())
 	if err != nil {
 		t.Fatalf("testdb: connect: %v", err)
@@ -51,7 +64,7 @@ func New(t testing.TB) *DB {
 // Empty creates a fresh database with nothing of Synchro in it.
 func Empty(t testing.TB) *DB {
 	t.Helper()
-	inst := pgtestdb.Custom(t, baseConfig(t), pgtestdb.NoopMigrator{})
+	inst := pgtestdb.Custom(t, configFor(t, BaseURL(t)), pgtestdb.NoopMigrator{})
 	pool, err := pgxpool.New(context.Background(), inst.URL())
 	if err != nil {
 		t.Fatalf("testdb: connect: %v", err)
@@ -70,11 +83,11 @@ func BaseURL(t testing.TB) string {
 	return raw
 }
 
-func baseConfig(t testing.TB) pgtestdb.Config {
+func configFor(t testing.TB, baseURL string) pgtestdb.Config {
 	t.Helper()
-	u, err := url.Parse(BaseURL(t))
+	u, err := url.Parse(baseURL)
 	if err != nil {
-		t.Fatalf("testdb: parse %s: %v", EnvURL, err)
+		t.Fatalf("testdb: parse %s: %v", baseURL, err)
 	}
 	pw, _ := u.User.Password()
 	role := pgtestdb.Role{Username: u.User.Username(), Password: pw, Capabilities: "SUPERUSER REPLICATION"}
@@ -92,9 +105,16 @@ func baseConfig(t testing.TB) pgtestdb.Config {
 	}
 }
 
-type migrator struct{}
+// migrator migrates a template database; cluster (empty for the test
+// cluster) tells the templates of other clusters apart.
+type migrator struct{ cluster string }
 
-func (migrator) Hash() (string, error) { return migrate.BuildHash(), nil }
+func (m migrator) Hash() (string, error) {
+	if m.cluster == "" {
+		return migrate.BuildHash(), nil
+	}
+	return migrate.BuildHash() + " on " + m.cluster, nil
+}
 
 func (migrator) Migrate(ctx context.Context, db *sql.DB, _ pgtestdb.Config) error {
 	_, err := migrate.ApplyDB(ctx, db, "synchro", slog.New(slog.NewTextHandler(io.Discard, nil)))
