@@ -255,10 +255,13 @@ func waitSlotInactive(t *testing.T, d *testdb.DB, slot string) {
 
 // requireRefusedAtStartup starts a worker over an illegal slot position: it must
 // block before reading WAL, materialize nothing and leave progress unchanged.
-func requireRefusedAtStartup(t *testing.T, d *testdb.DB, pending committed) {
+// It returns the worker's log.
+func requireRefusedAtStartup(t *testing.T, d *testdb.DB, pending committed) string {
 	t.Helper()
 	before := progressRow(t, d)
-	startWorker(t, d, workerConfig(d, "refusing"))
+	cfg := workerConfig(d, "refusing")
+	log := logTo(&cfg)
+	startWorker(t, d, cfg)
 	waitBlocked(t, d, "refusing", 300*time.Millisecond)
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.fence f WHERE f.fence_id = ANY ($1::uuid[]) AND NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)`, pending.fences); n != int64(len(pending.fences)) || n == 0 {
 		t.Fatalf("pending fences were materialized")
@@ -272,6 +275,7 @@ func requireRefusedAtStartup(t *testing.T, d *testdb.DB, pending committed) {
 	if after := progressRow(t, d); after != before {
 		t.Fatalf("progress changed:\nbefore %s\nafter  %s", before, after)
 	}
+	return log.String()
 }
 
 // TestStartupRefusesSlotAfterProcessedBoundary: a slot position after the
@@ -313,6 +317,72 @@ func TestStartupRefusesSlotBeforeGenerationStart(t *testing.T) {
 		t.Fatalf("setup: slot is not before the generation start")
 	}
 	requireRefusedAtStartup(t, d, pending)
+}
+
+// TestStartupRefusesReplacedSlot: someone dropped the stream's slot while the
+// worker was stopped and created another under its name: a pgoutput slot (at
+// a later position: a new slot starts at the current WAL, past a transaction
+// the stream has not processed), a test_decoding one, a temporary one (held by
+// its session), a physical one, or one in another database. The worker refuses
+// each at startup with a reason naming what is wrong (and, but for the later
+// position, without taking it for a position problem), adopts, advances, drops
+// and recreates nothing, and readiness fails its slot or positions check.
+func TestStartupRefusesReplacedSlot(t *testing.T) {
+	t.Parallel()
+	logical := `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`
+	cases := []struct {
+		name     string
+		other    bool   // the replacement is created in another database
+		create   string // SQL creating the replacement; $1 is the slot name
+		reason   string // in the worker's log
+		check    string // a readiness check that fails, with
+		readyWhy string // this in its reason
+		slotIs   string // the replacement afterwards: slot_type/plugin/temporary/database is this database
+	}{
+		{"pgoutput at a later position", false, logical, "after the processed boundary", "positions", "after the processed boundary", "logical/pgoutput/f/t"},
+		{"test_decoding", false, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, "is not a pgoutput logical slot",
+			"slot", "is not a pgoutput logical slot", "logical/test_decoding/f/t"},
+		{"temporary", false, `SELECT pg_create_logical_replication_slot($1, 'pgoutput', true)`, "is temporary",
+			"slot", "is temporary", "logical/pgoutput/t/t"},
+		{"physical", false, `SELECT pg_create_physical_replication_slot($1, true)`, "is not a pgoutput logical slot",
+			"slot", "is not a pgoutput logical slot", "physical//f/f"},
+		{"in another database", true, logical, "belongs to another database", "slot", "belongs to database", "logical/pgoutput/f/f"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := testdb.New(t)
+			sharedDocs(t, d)
+			configureReadiness(t, d, `'1 hour'`, `1073741824`, `'1 hour'`)
+			cfg := workerConfig(d, "w1")
+			w := startStreaming(t, d, cfg)
+			commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'x')`)
+			waitMaterialized(t, d)
+			w.stop(t)
+			waitSlotInactive(t, d, cfg.Slot)
+			pending := commitTxn(t, d, `INSERT INTO app.docs VALUES (2, 'pending')`)
+			d.Exec(t, `SELECT pg_drop_replication_slot($1)`, cfg.Slot)
+			url := d.URL
+			if tc.other {
+				url = testdb.BaseURL(t)
+			}
+			// Deferred calls run before cleanups, also after a t.Fatal: a temporary
+			// slot goes with its session before the worker's cleanup drops the slot.
+			defer holdSlot(t, url, tc.create, cfg.Slot)()
+			log := requireRefusedAtStartup(t, d, pending)
+			requireBlockedOnce(t, log, cfg.Slot, tc.reason)
+			if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE NOT ok AND "check" = $1`, tc.check); !strings.Contains(got, tc.readyWhy) {
+				t.Fatalf("readiness %s check: %q, want it to mention %q", tc.check, got, tc.readyWhy)
+			}
+			if queryBool(t, d, `SELECT synchro.is_ready()`) {
+				t.Fatal("synchro.is_ready() over a replaced slot")
+			}
+			if got := queryText(t, d, `SELECT concat_ws('/', slot_type, coalesce(plugin, ''), temporary, database IS NOT DISTINCT FROM current_database())
+				FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot); got != tc.slotIs {
+				t.Fatalf("the replacement slot is now %s, want it untouched (%s)", got, tc.slotIs)
+			}
+		})
+	}
 }
 
 // TestStartupAdvancesSlotToAcknowledgement: a slot behind the durable

@@ -715,7 +715,10 @@ func (s *stream) checkSlot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !p.slotFound || p.slot != p.ack || p.ack != s.ack {
+	if p.problem != "" {
+		return fmt.Errorf("%w: %s", errBlocked, p.problem)
+	}
+	if p.slot != p.ack || p.ack != s.ack {
 		return fmt.Errorf("%w: slot position %s differs from the durable acknowledgement %s", errBlocked, p.slot, p.ack)
 	}
 	return nil
@@ -824,5 +827,5 @@ func (s *stream) quarantine(ctx context.Context, txn *capture.Txn, f *capture.Fa
 	}
 	s.w.cfg.Log.Error("stream blocked by poison transaction", "worker", s.w.cfg.WorkerID, "poison_id", id,
 		"commit_lsn", txn.CommitLSN.String(), "class", f.Class, "relation_id", f.RelationID, "sqlstate", sqlstate)
-	return errBlocked
+	return errPoison
 }

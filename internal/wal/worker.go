@@ -156,8 +156,13 @@ func NewPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 // ErrStopped is returned by Run when an AfterStep hook stopped the worker.
 var ErrStopped = errors.New("worker stopped by hook")
 
-// errBlocked ends a session while a poison transaction blocks the stream.
-var errBlocked = errors.New("stream blocked by a poison transaction")
+// errBlocked ends a session while something only an operator can repair blocks
+// the stream: a poison transaction, relation drift, another publication, or a
+// slot that is missing, replaced or invalidated. Its text prefixes the reason.
+var errBlocked = errors.New("stream blocked")
+
+// errPoison is errBlocked by an unresolved poison transaction.
+var errPoison = fmt.Errorf("%w by a poison transaction", errBlocked)
 
 // errStandby ends a session while another worker holds the worker role.
 var errStandby = errors.New("another worker holds the worker role")
@@ -337,7 +342,7 @@ func (w *Worker) session(ctx context.Context) error {
 	if blocked, err := w.poisonBlocks(ctx); err != nil {
 		return err
 	} else if blocked {
-		return errBlocked
+		return errPoison
 	}
 	if err := w.catalogDrift(ctx); err != nil {
 		return err
@@ -393,23 +398,31 @@ func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 	return nil
 }
 
-// positions is the durable progress beside the slot's confirmed position.
+// positions is the durable progress beside the slot's confirmed position and
+// what the slot of that name is.
 type positions struct {
 	slot, start, ack, processed pglogrepl.LSN
-	slotFound                   bool
+	problem                     string // why the slot found cannot be streamed ("" when it can)
 }
 
 func (w *Worker) readPositions(ctx context.Context) (positions, error) {
 	var p positions
-	var slot *string
+	var found, ownDatabase, pgoutput, temporary *bool
+	var slot, walStatus *string
 	var start, ack, processed string
+	// Slot names are unique in the cluster: at most one slot row.
 	err := w.pool.QueryRow(ctx, `
-		SELECT (SELECT s.confirmed_flush_lsn::text FROM pg_replication_slots s
-		        WHERE s.slot_name = p.slot_name AND s.database = current_database()),
+		SELECT s.found, s.own_database, s.pgoutput, s.temporary, s.wal_status, s.confirmed_flush_lsn::text,
 		       p.generation_start_lsn::text,
 		       coalesce(p.acknowledged_end_lsn, p.generation_start_lsn)::text,
 		       p.processed_end_lsn::text
-		FROM synchro.progress p`).Scan(&slot, &start, &ack, &processed)
+		FROM synchro.progress p
+		LEFT JOIN LATERAL (
+			SELECT true AS found, s.database IS NOT DISTINCT FROM current_database() AS own_database,
+			       s.slot_type = 'logical' AND s.plugin IS NOT DISTINCT FROM 'pgoutput' AS pgoutput,
+			       s.temporary, s.wal_status, s.confirmed_flush_lsn
+			FROM pg_replication_slots s WHERE s.slot_name = p.slot_name) s ON true`).
+		Scan(&found, &ownDatabase, &pgoutput, &temporary, &walStatus, &slot, &start, &ack, &processed)
 	if err != nil {
 		return p, err
 	}
@@ -421,8 +434,8 @@ func (w *Worker) readPositions(ctx context.Context) (positions, error) {
 			return p, err
 		}
 	}
-	if slot != nil {
-		p.slotFound = true
+	p.problem = slotProblem(w.cfg.Slot, found != nil, ownDatabase, pgoutput, temporary, walStatus, slot)
+	if p.problem == "" {
 		if p.slot, err = pglogrepl.ParseLSN(*slot); err != nil {
 			return p, err
 		}
@@ -430,17 +443,46 @@ func (w *Worker) readPositions(ctx context.Context) (positions, error) {
 	return p, nil
 }
 
-// reconcileSlot repairs the two legal crash windows and refuses the two illegal
-// slot positions (ADR 001, "Slot acknowledgement"), returning the acknowledgement
-// the stream resumes from.
+// slotProblem says why the replication slot named name cannot carry the stream
+// ("" when it can): missing, not a pgoutput logical slot, another database's,
+// temporary (someone recreated it under the stream's name; its position says
+// nothing about this stream), or invalidated (wal_status lost: PostgreSQL
+// removed WAL it needed, past max_slot_wal_keep_size say, so the transactions
+// after its position can never be decoded; START_REPLICATION would fail on
+// every session with a message that does not say why). Each blocks capture
+// (errBlocked). The worker never repairs one by creating the slot again: that
+// would silently skip the WAL in between.
+func slotProblem(name string, found bool, ownDatabase, pgoutput, temporary *bool, walStatus, confirmed *string) string {
+	switch {
+	case !found:
+		return fmt.Sprintf("replication slot %s is missing", name)
+	case pgoutput == nil || !*pgoutput:
+		return fmt.Sprintf("replication slot %s is not a pgoutput logical slot", name)
+	case ownDatabase == nil || !*ownDatabase:
+		return fmt.Sprintf("replication slot %s belongs to another database", name)
+	case temporary == nil || *temporary:
+		return fmt.Sprintf("replication slot %s is temporary", name)
+	case walStatus == nil:
+		return fmt.Sprintf("replication slot %s reserves no WAL (wal_status unknown)", name)
+	case *walStatus == "lost":
+		return fmt.Sprintf("replication slot %s was invalidated (wal_status lost): PostgreSQL no longer keeps the WAL after its position (max_slot_wal_keep_size, say), so the transactions there cannot be decoded from it", name)
+	case confirmed == nil:
+		return fmt.Sprintf("replication slot %s has no confirmed position", name)
+	}
+	return ""
+}
+
+// reconcileSlot refuses a slot it cannot stream (slotProblem), repairs the two
+// legal crash windows and refuses the two illegal slot positions (ADR 001, "Slot
+// acknowledgement"), returning the acknowledgement the stream resumes from.
 func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	p, err := w.readPositions(ctx)
 	if err != nil {
 		return 0, err
 	}
 	switch {
-	case !p.slotFound:
-		return 0, fmt.Errorf("%w: replication slot %s is missing", errBlocked, w.cfg.Slot)
+	case p.problem != "":
+		return 0, fmt.Errorf("%w: %s", errBlocked, p.problem)
 	case p.slot < p.start:
 		return 0, fmt.Errorf("%w: slot %s at %s is before the generation start %s", errBlocked, w.cfg.Slot, p.slot, p.start)
 	case p.slot > p.processed:

@@ -259,10 +259,11 @@ BEGIN
         SELECT 6, 'slot',
                CASE WHEN NOT b.prog_found THEN 'no stream started'
                     WHEN NOT b.slot_found THEN format('replication slot %s is missing', b.slot_name)
-                    WHEN (b.slot_database = current_database()) IS NOT TRUE
-                        THEN format('replication slot %s belongs to database %s', b.slot_name, b.slot_database)
+                    -- Before the database: a physical slot has none.
                     WHEN (b.slot_type = 'logical' AND b.plugin = 'pgoutput') IS NOT TRUE
                         THEN format('replication slot %s is not a pgoutput logical slot', b.slot_name)
+                    WHEN (b.slot_database = current_database()) IS NOT TRUE
+                        THEN format('replication slot %s belongs to database %s', b.slot_name, b.slot_database)
                     WHEN b.slot_temporary IS NOT FALSE THEN format('replication slot %s is temporary', b.slot_name)
                     WHEN (b.wal_status <> 'lost') IS NOT TRUE
                         THEN format('replication slot %s is invalidated (wal_status %s)', b.slot_name, coalesce(b.wal_status, 'unknown'))
