@@ -14,13 +14,6 @@ import (
 	"github.com/synchro-sync/synchro/internal/config"
 )
 
-// clientEnv maps the client flags to environment variables (the token is best
-// passed this way: flags show in ps).
-var clientEnv = map[string]string{
-	"server": "SYNCHRO_SERVER_URL",
-	"token":  "SYNCHRO_TOKEN",
-}
-
 // runClient runs `synchroctl client sync`: one sync cycle of a local SQLite
 // replica with the Go SDK, then a summary of what it did and holds.
 func runClient(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
@@ -39,7 +32,7 @@ func runClient(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 	fs.StringVar(&tok, "token", "", "bearer token (env SYNCHRO_TOKEN); see synchroctl dev-token")
 	fs.StringVar(&platform, "platform", "synchroctl", "platform reported on connect")
 	fs.IntVar(&pageSize, "page-size", 500, "pull and rebuild page size")
-	if err := config.Parse(fs, args[1:], clientEnv); err != nil {
+	if err := config.Parse(fs, args[1:]); err != nil {
 		return err
 	}
 	switch {

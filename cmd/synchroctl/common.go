@@ -31,7 +31,7 @@ func parseDBCommand(ctx context.Context, name string, args []string, npos int, u
 	c.common.RegisterDatabase(fs)
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	var err error
-	if c.args, err = parseArgs(fs, args, config.CommonEnv); err != nil {
+	if c.args, err = parseArgs(fs, args); err != nil {
 		return nil, nil, err
 	}
 	if len(c.args) > npos {
@@ -55,7 +55,7 @@ func parseDBCommand(ctx context.Context, name string, args []string, npos int, u
 // stops at the first positional argument, so each one is taken and the rest is
 // parsed again. Everything after "--" is positional. Environment variables fill
 // the flags not given once all are parsed.
-func parseArgs(fs *flag.FlagSet, args []string, env map[string]string) ([]string, error) {
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -73,7 +73,7 @@ func parseArgs(fs *flag.FlagSet, args []string, env map[string]string) ([]string
 		args = rest[1:]
 	}
 	// No arguments left: this only applies the environment to the flags not given.
-	return positional, config.Parse(fs, nil, env)
+	return positional, config.Parse(fs, nil)
 }
 
 // output prints v as JSON with --json, else the table.

@@ -13,13 +13,6 @@ import (
 	"github.com/synchro-sync/synchro/internal/config"
 )
 
-// devTokenEnv maps the dev-token flags to the variables synchrod reads, so a
-// token minted in synchrod's environment verifies there.
-var devTokenEnv = map[string]string{
-	"secret": auth.Env["jwt-hs256-secret"],
-	"claim":  auth.Env["jwt-user-claim"],
-}
-
 // runDevToken prints an HS256 JWT for --user, for development against a synchrod
 // running with --auth-mode jwt and the same HS256 secret.
 func runDevToken(_ context.Context, args []string, out io.Writer, _ *slog.Logger) error {
@@ -32,7 +25,7 @@ func runDevToken(_ context.Context, args []string, out io.Writer, _ *slog.Logger
 	fs.StringVar(&secret, "secret", "", "HS256 secret, at least 32 bytes; prefer the env var, flags show in ps (env SYNCHRO_JWT_HS256_SECRET)")
 	fs.StringVar(&claim, "claim", auth.DefaultUserClaim, "claim holding the user id (env SYNCHRO_JWT_USER_CLAIM)")
 	fs.DurationVar(&ttl, "ttl", 24*time.Hour, "token lifetime")
-	if err := config.Parse(fs, args, devTokenEnv); err != nil {
+	if err := config.Parse(fs, args); err != nil {
 		return err
 	}
 	switch {

@@ -17,7 +17,7 @@ func runMigrate(ctx context.Context, args []string, out io.Writer, log *slog.Log
 	// No --slot: migrating names no slot (the worker creates its own).
 	common.RegisterDatabase(fs)
 	common.RegisterPublication(fs)
-	if err := config.Parse(fs, args, config.CommonEnv); err != nil {
+	if err := config.Parse(fs, args); err != nil {
 		return err
 	}
 	if err := common.Validate(); err != nil {

@@ -70,18 +70,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	pushLockTimeout := fs.Duration("push-lock-timeout", 5*time.Second, "how long a push mutation waits for a row lock before server_retryable (env SYNCHRO_PUSH_LOCK_TIMEOUT)")
 	minProtocol := fs.Int("min-protocol-version", 3, "lowest protocol version connect accepts (env SYNCHRO_MIN_PROTOCOL_VERSION)")
 	minAppVersion := fs.String("min-app-version", "", "lowest app_version connect accepts, dotted numbers; empty = any (env SYNCHRO_MIN_APP_VERSION)")
-	if err := config.Parse(fs, args, config.Merge(config.CommonEnv, auth.Env, map[string]string{
-		"listen": "SYNCHRO_LISTEN", "worker": "SYNCHRO_WORKER", "worker-id": "SYNCHRO_WORKER_ID",
-		"heartbeat-interval": "SYNCHRO_HEARTBEAT_INTERVAL", "max-heartbeat-age": "SYNCHRO_MAX_HEARTBEAT_AGE",
-		"max-wal-lag-bytes": "SYNCHRO_MAX_WAL_LAG_BYTES", "max-commit-lag": "SYNCHRO_MAX_COMMIT_LAG",
-		"capture-batch-delay": "SYNCHRO_CAPTURE_BATCH_DELAY", "capture-batch-txns": "SYNCHRO_CAPTURE_BATCH_TXNS",
-		"capture-batch-events": "SYNCHRO_CAPTURE_BATCH_EVENTS", "capture-history-retention": "SYNCHRO_CAPTURE_HISTORY_RETENTION",
-		"capture-spill-bytes": "SYNCHRO_CAPTURE_SPILL_BYTES", "capture-spill-dir": "SYNCHRO_CAPTURE_SPILL_DIR",
-		"max-body-bytes": "SYNCHRO_MAX_BODY_BYTES", "max-mutations": "SYNCHRO_MAX_MUTATIONS",
-		"max-page-size": "SYNCHRO_MAX_PAGE_SIZE", "capture-wait": "SYNCHRO_CAPTURE_WAIT",
-		"push-lock-timeout": "SYNCHRO_PUSH_LOCK_TIMEOUT", "min-protocol-version": "SYNCHRO_MIN_PROTOCOL_VERSION",
-		"min-app-version": "SYNCHRO_MIN_APP_VERSION", "max-user-requests": "SYNCHRO_MAX_USER_REQUESTS",
-	})); err != nil {
+	if err := config.Parse(fs, args); err != nil {
 		return err
 	}
 	if limits.MaxBodyBytes <= 0 || limits.MaxMutations <= 0 || limits.MaxPageSize <= 0 || *captureWait < 0 || *pushLockTimeout <= 0 {

@@ -72,17 +72,6 @@ type Config struct {
 	Secret        string // trusted-header: the shared secret (with SecretHeader)
 }
 
-// Env maps the auth flags to their environment variables (for config.Parse).
-var Env = map[string]string{
-	"auth-mode":             "SYNCHRO_AUTH_MODE",
-	"jwt-hs256-secret":      "SYNCHRO_JWT_HS256_SECRET",
-	"jwt-public-key-file":   "SYNCHRO_JWT_PUBLIC_KEY_FILE",
-	"jwt-user-claim":        "SYNCHRO_JWT_USER_CLAIM",
-	"trusted-user-header":   "SYNCHRO_TRUSTED_USER_HEADER",
-	"trusted-secret-header": "SYNCHRO_TRUSTED_SECRET_HEADER",
-	"trusted-secret":        "SYNCHRO_TRUSTED_SECRET",
-}
-
 // Register defines the auth flags on fs.
 func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Mode, "auth-mode", "", `authentication mode: "jwt" or "trusted-header" (env SYNCHRO_AUTH_MODE)`)
@@ -148,9 +137,14 @@ func New(c Config) (Authenticator, error) {
 	}
 }
 
-// opt names a flag and its environment variable for error messages.
+// opt names a flag and its environment variable (SYNCHRO_ and the flag's name
+// in upper case, as its usage says) for error messages.
 func opt(flagName string) string {
-	return fmt.Sprintf("--%s (%s)", flagName, Env[flagName])
+	return fmt.Sprintf("--%s (%s)", flagName, envOf(flagName))
+}
+
+func envOf(flagName string) string {
+	return "SYNCHRO_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // notConfigured refuses every request.

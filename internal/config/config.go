@@ -1,41 +1,51 @@
 // Package config reads Synchro's settings from command-line flags, each with an
-// environment-variable equivalent. A flag given on the command line wins over the
-// environment, which wins over the flag's default.
+// environment-variable equivalent named in its usage text, "(env NAME)". A flag
+// given on the command line wins over the environment, which wins over the
+// flag's default.
 package config
 
 import (
 	"flag"
 	"fmt"
 	"os"
-	"sort"
+	"regexp"
 )
 
+// envName finds the variable a flag's usage names.
+var envName = regexp.MustCompile(`\(env ([A-Z][A-Z0-9_]*)\)`)
+
+// EnvOf returns the environment variable flag f reads ("" when it reads none):
+// the one its usage names as "(env NAME)", so that the help text and the
+// variable read cannot disagree.
+func EnvOf(f *flag.Flag) string {
+	if m := envName.FindStringSubmatch(f.Usage); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
 // Parse parses args into fs, then sets every flag not given on the command line
-// from its environment variable in env (flag name -> variable) when that is set.
-// Names in env that fs does not define are skipped. A malformed value is an
-// error naming the variable.
-func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
+// from its environment variable (EnvOf) when that is set. A malformed value is
+// an error naming the variable.
+func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	names := make([]string, 0, len(env))
-	for name := range env {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if given[name] || fs.Lookup(name) == nil {
-			continue
+	var err error
+	fs.VisitAll(func(f *flag.Flag) { // in name order
+		name := EnvOf(f)
+		if err != nil || given[f.Name] || name == "" {
+			return
 		}
-		if v, ok := os.LookupEnv(env[name]); ok {
-			if err := fs.Set(name, v); err != nil {
-				return fmt.Errorf("environment variable %s: %w", env[name], err)
+		if v, ok := os.LookupEnv(name); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("environment variable %s: %w", name, e)
 			}
 		}
-	}
-	return nil
+	})
+	return err
 }
 
 // Common is the configuration every Synchro command shares.
@@ -43,13 +53,6 @@ type Common struct {
 	DatabaseURL string
 	Publication string
 	Slot        string
-}
-
-// CommonEnv maps the common flags to their environment variables.
-var CommonEnv = map[string]string{
-	"database-url": "SYNCHRO_DATABASE_URL",
-	"publication":  "SYNCHRO_PUBLICATION",
-	"slot":         "SYNCHRO_SLOT",
 }
 
 // Register defines the common flags on fs.
@@ -77,15 +80,4 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("no database: pass --database-url or set SYNCHRO_DATABASE_URL")
 	}
 	return nil
-}
-
-// Merge returns the union of env maps.
-func Merge(maps ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range maps {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
 }
