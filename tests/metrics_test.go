@@ -86,6 +86,15 @@ func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 	}
 	metricValue(t, body, "synchro_capture_lag_bytes")
 	metricValue(t, body, "synchro_capture_lag_seconds")
+	// The test cluster keeps WAL for slots without limit: reserved, no safe size.
+	for status, want := range map[string]float64{"reserved": 1, "extended": 0, "unreserved": 0, "lost": 0} {
+		if got := metricValue(t, body, `synchro_capture_slot_wal_status{status="`+status+`"}`); got != want {
+			t.Fatalf("slot wal_status %s: %v, want %v", status, got, want)
+		}
+	}
+	if strings.Contains(body, "\nsynchro_capture_slot_safe_wal_bytes ") {
+		t.Fatal("a safe WAL size exported while max_slot_wal_keep_size is unlimited")
+	}
 	if got := metricValue(t, body, `synchro_http_requests_total{code="200",route="/healthz"}`); got != 1 {
 		t.Fatalf("healthz requests %v, want 1", got)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
@@ -48,6 +51,12 @@ func TestSlotInvalidatedByWALRetention(t *testing.T) {
 
 	d.Exec(t, `ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`)
 	d.Exec(t, `SELECT pg_reload_conf()`)
+	// The metrics an operator alerts on before the slot is lost, and after.
+	metricsURL := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: d.Pool, Metrics: metrics.New(d.Pool)}))
+	defer metricsURL.Close()
+	waitFor(t, "a safe WAL size exported once max_slot_wal_keep_size is set", 30*time.Second, func() (bool, error) {
+		return strings.Contains(scrape(t, metricsURL.URL), "\nsynchro_capture_slot_safe_wal_bytes "), nil
+	})
 	waitFor(t, "slot "+cfg.Slot+" invalidated (wal_status lost)", 60*time.Second, func() (bool, error) {
 		// A segment switch and a checkpoint each round: the checkpoint removes
 		// segments the slot no longer reserves and invalidates the slot.
@@ -61,6 +70,9 @@ func TestSlotInvalidatedByWALRetention(t *testing.T) {
 		err := d.Pool.QueryRow(context.Background(), `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).Scan(&status)
 		return status != nil && *status == "lost", err
 	})
+	if got := metricValue(t, scrape(t, metricsURL.URL), `synchro_capture_slot_wal_status{status="lost"}`); got != 1 {
+		t.Fatalf(`synchro_capture_slot_wal_status{status="lost"} %v, want 1`, got)
+	}
 	slotReason := fmt.Sprintf("replication slot %s is invalidated (wal_status lost)", cfg.Slot)
 	if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'slot' AND NOT ok`); got != slotReason {
 		t.Fatalf("readiness slot check: %q, want %q", got, slotReason)

@@ -155,7 +155,15 @@ var (
 		"1 when every readiness check passes (synchro.is_ready(); what GET /readyz answers 200 for).", nil, nil)
 	checkDesc = prometheus.NewDesc("synchro_readiness_check",
 		"1 when the readiness check passes, 0 when it fails (synchro.readiness).", []string{"check"}, nil)
+	slotStatusDesc = prometheus.NewDesc("synchro_capture_slot_wal_status",
+		"1 for the stream's slot's wal_status (pg_replication_slots), 0 for the others; unreserved: the next checkpoint may invalidate it (lost).",
+		[]string{"status"}, nil)
+	slotSafeDesc = prometheus.NewDesc("synchro_capture_slot_safe_wal_bytes",
+		"WAL bytes that can still be written before the stream's slot is in danger of invalidation (pg_replication_slots.safe_wal_size); absent while max_slot_wal_keep_size is unlimited.", nil, nil)
 )
+
+// slotStatuses are the wal_status values of a slot that reserves WAL.
+var slotStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
 func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagBytesDesc
@@ -164,6 +172,8 @@ func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- upDesc
 	ch <- readyDesc
 	ch <- checkDesc
+	ch <- slotStatusDesc
+	ch <- slotSafeDesc
 }
 
 func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
@@ -182,14 +192,17 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
 	var lagBytes, lagSeconds, poison float64
+	var walStatus *string
+	var safeWAL *float64
 	err := c.pool.QueryRow(ctx, `
 		SELECT coalesce(pg_current_wal_flush_lsn() - s.confirmed_flush_lsn, 0)::float8,
 		       CASE WHEN s.confirmed_flush_lsn >= pg_current_wal_flush_lsn() THEN 0
 		            ELSE extract(epoch FROM now() - p.updated_at) END::float8,
-		       (SELECT count(*) FROM synchro.poison_txn WHERE resolved_at IS NULL)::float8
+		       (SELECT count(*) FROM synchro.poison_txn WHERE resolved_at IS NULL)::float8,
+		       s.wal_status, s.safe_wal_size::float8
 		FROM synchro.progress p
 		LEFT JOIN pg_replication_slots s ON s.slot_name = p.slot_name AND s.database = current_database()`).
-		Scan(&lagBytes, &lagSeconds, &poison)
+		Scan(&lagBytes, &lagSeconds, &poison, &walStatus, &safeWAL)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
 		return
@@ -198,6 +211,12 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, lagBytes)
 	ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, lagSeconds)
 	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, poison)
+	for _, st := range slotStatuses {
+		ch <- prometheus.MustNewConstMetric(slotStatusDesc, prometheus.GaugeValue, gauge(walStatus != nil && *walStatus == st), st)
+	}
+	if safeWAL != nil {
+		ch <- prometheus.MustNewConstMetric(slotSafeDesc, prometheus.GaugeValue, *safeWAL)
+	}
 }
 
 // readiness reads every readiness check's outcome; none read is an error
