@@ -12,6 +12,8 @@ import (
 // TestExampleNotesSchema applies examples/notes/schema.sql (what `make run
 // EXAMPLE=notes` applies) twice to a fresh database: the second application
 // changes nothing, and the registry holds one table per documented rule kind.
+// Applied again after the walkthrough deleted seed rows (a membership, say),
+// it leaves them deleted: `make run EXAMPLE=notes` applies it at every start.
 func TestExampleNotesSchema(t *testing.T) {
 	t.Parallel()
 	schema, err := os.ReadFile("../examples/notes/schema.sql")
@@ -78,6 +80,16 @@ func TestExampleNotesSchema(t *testing.T) {
 	for table, want := range map[string]int64{"templates": 3, "shared_notes": 1, "note_members": 2} {
 		if n := queryInt(t, d, `SELECT count(*) FROM notes_app.`+table); n != want {
 			t.Fatalf("notes_app.%s has %d rows, want %d", table, n, want)
+		}
+	}
+
+	// Seed rows deleted since stay deleted when the example is applied again.
+	d.Exec(t, `DELETE FROM notes_app.note_members WHERE note_id = 'sn-welcome' AND user_id = 'u1'`)
+	d.Exec(t, `DELETE FROM notes_app.templates WHERE id = 't-todo'`)
+	d.Exec(t, string(schema))
+	for table, want := range map[string]int64{"templates": 2, "shared_notes": 1, "note_members": 1} {
+		if n := queryInt(t, d, `SELECT count(*) FROM notes_app.`+table); n != want {
+			t.Fatalf("applied again after deletes: notes_app.%s has %d rows, want %d", table, n, want)
 		}
 	}
 }

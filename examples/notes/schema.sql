@@ -3,8 +3,11 @@
 -- `make run EXAMPLE=notes` applies it with psql after `synchroctl migrate`.
 -- Applying it again changes nothing: tables are created only when missing, an
 -- identical registration is a no-op, shared scope registration is idempotent and
--- the seed rows are inserted only when missing.
+-- the seed rows are inserted by the first application only (one that creates
+-- notes_app.templates), so seed rows deleted since stay deleted.
 BEGIN;
+
+SELECT set_config('notes_app.seed', (to_regclass('notes_app.templates') IS NULL)::text, true);
 
 CREATE SCHEMA IF NOT EXISTS notes_app;
 
@@ -87,19 +90,22 @@ SELECT synchro.register_table('notes_app.pages',
 SELECT synchro.register_table('notes_app.shared_notes',
     '{"kind":"members","relation":"notes_app.note_members","column":"note_id","template":"user:{user_id}"}');
 
--- Seed rows.
-INSERT INTO notes_app.templates (id, title, body) VALUES
-    ('t-meeting', 'Meeting notes', 'Attendees:' || chr(10) || 'Agenda:' || chr(10) || 'Actions:'),
-    ('t-journal', 'Daily journal', 'Today I ...'),
-    ('t-todo',    'To-do list',    '- [ ] ')
-ON CONFLICT DO NOTHING;
-
-INSERT INTO notes_app.shared_notes (id, title, body) VALUES
-    ('sn-welcome', 'Welcome', 'Shared with u1 and u2 through notes_app.note_members.')
-ON CONFLICT DO NOTHING;
-INSERT INTO notes_app.note_members (note_id, user_id) VALUES
-    ('sn-welcome', 'u1'),
-    ('sn-welcome', 'u2')
-ON CONFLICT DO NOTHING;
+-- Seed rows, on the first application only.
+DO $$
+BEGIN
+    IF current_setting('notes_app.seed') <> 'true' THEN
+        RETURN;
+    END IF;
+    INSERT INTO notes_app.templates (id, title, body) VALUES
+        ('t-meeting', 'Meeting notes', 'Attendees:' || chr(10) || 'Agenda:' || chr(10) || 'Actions:'),
+        ('t-journal', 'Daily journal', 'Today I ...'),
+        ('t-todo',    'To-do list',    '- [ ] ');
+    INSERT INTO notes_app.shared_notes (id, title, body) VALUES
+        ('sn-welcome', 'Welcome', 'Shared with u1 and u2 through notes_app.note_members.');
+    INSERT INTO notes_app.note_members (note_id, user_id) VALUES
+        ('sn-welcome', 'u1'),
+        ('sn-welcome', 'u2');
+END
+$$;
 
 COMMIT;
