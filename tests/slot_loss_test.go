@@ -246,3 +246,30 @@ func holdSlot(t *testing.T, url, create, name string) (release func()) {
 	}
 	return release
 }
+
+// TestSlotNameOfAnotherDatabase starts a stream whose slot name another
+// database's slot already holds (two Synchro databases on one cluster, the
+// second without a slot name of its own): the worker blocks, saying whose slot
+// it is and what to do, instead of failing every session with "already
+// exists"; once that slot is gone it starts the stream.
+func TestSlotNameOfAnotherDatabase(t *testing.T) {
+	t.Parallel()
+	other := testdb.New(t)
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	cfg := workerConfig(d, "w1")
+	cfg.Slot = other.CreateSlot(t)
+	log := logTo(&cfg)
+	startWorker(t, d, cfg)
+	waitBlocked(t, d, cfg.WorkerID, 300*time.Millisecond)
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.progress`); n != 0 {
+		t.Fatalf("a stream started on another database's slot")
+	}
+	requireBlockedOnce(t, log.String(), "replication slot "+cfg.Slot+" belongs to database "+other.Name,
+		"slot names are cluster-wide", "SYNCHRO_SLOT")
+
+	other.DropSlot(t, cfg.Slot)
+	waitState(t, d, cfg.WorkerID, "streaming")
+	commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'x')`)
+	waitMaterialized(t, d)
+}

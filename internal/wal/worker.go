@@ -386,6 +386,18 @@ func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 		WHERE slot_name = $1 AND database = current_database() AND NOT active`, w.cfg.Slot); err != nil {
 		return err
 	}
+	// Slot names are cluster-wide: another database's stream (a second Synchro
+	// database on the cluster, say) may hold this one. Creating it would fail on
+	// every session with "already exists", which does not say what to do.
+	var owner string
+	err := w.pool.QueryRow(ctx, `SELECT coalesce('database ' || quote_ident(database), 'no database (a physical slot)')
+		FROM pg_replication_slots WHERE slot_name = $1 AND database IS DISTINCT FROM current_database()`, w.cfg.Slot).Scan(&owner)
+	if err == nil {
+		return fmt.Errorf("%w: replication slot %s belongs to %s; slot names are cluster-wide: give this worker a slot of its own (--slot, SYNCHRO_SLOT)",
+			errBlocked, w.cfg.Slot, owner)
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, w.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
 	if err != nil {
