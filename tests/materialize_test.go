@@ -477,8 +477,16 @@ func TestWorkerHeartbeat(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	sharedDocs(t, d)
+	// Rows of processes gone before: one silent for two days is forgotten, one
+	// silent for an hour stays listed.
+	d.Exec(t, `INSERT INTO synchro.worker_heartbeat (worker_id, database_name, slot_name, state, heartbeat_at, started_at)
+		VALUES ('gone-2d', current_database(), 'synchro', 'streaming', now() - interval '2 days', now() - interval '3 days'),
+		       ('gone-1h', current_database(), 'synchro', 'streaming', now() - interval '1 hour', now() - interval '3 days')`)
 	startStreaming(t, d, workerConfig(d, "hb-1"))
 	waitState(t, d, "hb-1", "streaming")
+	if got := queryText(t, d, `SELECT string_agg(worker_id, ' ' ORDER BY worker_id) FROM synchro.worker_heartbeat`); got != "gone-1h hb-1" {
+		t.Fatalf("heartbeat rows %q, want gone-1h hb-1", got)
+	}
 	for i := 0; i < 5; i++ {
 		commitTxn(t, d, fmt.Sprintf(`INSERT INTO app.docs VALUES (%d, 'x')`, i))
 	}
