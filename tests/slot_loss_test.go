@@ -267,6 +267,10 @@ func TestSlotNameOfAnotherDatabase(t *testing.T) {
 	}
 	requireBlockedOnce(t, log.String(), "replication slot "+cfg.Slot+" belongs to database "+other.Name,
 		"slot names are cluster-wide", "SYNCHRO_SLOT")
+	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
+	if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'worker'`); !strings.HasPrefix(got, "no stream started (newest heartbeat: worker w1, blocked, ") {
+		t.Fatalf("readiness worker check: %q, want no stream started and the blocked worker", got)
+	}
 
 	other.DropSlot(t, cfg.Slot)
 	waitState(t, d, cfg.WorkerID, "streaming")

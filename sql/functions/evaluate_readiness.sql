@@ -185,7 +185,11 @@ BEGIN
         SELECT 2, 'worker',
                CASE WHEN b.heartbeat_max_age IS NULL THEN 'heartbeat_max_age not configured: freshness unknown'
                     WHEN NOT b.hb_bounded THEN format('heartbeat_max_age %s is unbounded: freshness unknown', b.heartbeat_max_age)
-                    WHEN NOT b.prog_found THEN 'no stream started'
+                    WHEN NOT b.prog_found AND b.nw_worker IS NULL THEN 'no stream started'
+                    -- A worker that cannot start the stream (a slot name another
+                    -- database holds, say) says so in its heartbeat state.
+                    WHEN NOT b.prog_found THEN format('no stream started (newest heartbeat: worker %s, %s, %ss old)',
+                                                      b.nw_worker, b.nw_state, round(extract(epoch FROM b.nw_age), 1))
                     WHEN b.nw_worker IS NULL THEN 'no worker heartbeat'
                     WHEN NOT EXISTS (SELECT FROM fresh f WHERE f.state = 'streaming' AND f.database_name = current_database()
                                                            AND f.slot_name = b.slot_name)
