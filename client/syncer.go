@@ -477,8 +477,17 @@ func (a *applier) applied(t *table, k rowKey, q queued, o outcome) error {
 		if err := a.dropImage(t, k); err != nil {
 			return err
 		}
-		_, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = NULL WHERE tbl = ? AND pk = ?`, t.Name, k.text)
-		return err
+		if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = NULL WHERE tbl = ? AND pk = ?`, t.Name, k.text); err != nil {
+			return err
+		}
+		if q.m.Op == "delete" {
+			return nil
+		}
+		// A write applied into none of the user's scopes (a write policy let
+		// it, or the user left the row's scopes meanwhile): no pull will ever
+		// deliver the row, so the replica drops it, unless a scope still holds
+		// it (that scope's pull removes it) or later changes are queued.
+		return a.forgetUnheld(t, k)
 	}
 	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion, true); err != nil {
 		return err

@@ -542,6 +542,38 @@ func TestClientUUIDKeyInUpperCase(t *testing.T) {
 	}
 }
 
+// TestClientDropsRowWrittenOutOfItsScopes: a write policy lets u1 insert a doc
+// owned by u2, and u1 takes back, by a local update, a doc it owns into u2's
+// hands. Both are applied with a null server_row (the row is in none of u1's
+// scopes), so no pull will ever deliver them to u1's replica: it drops them.
+// It kept them before, untracked, for good (seen in the convergence soak, after
+// a user left a team while its replica wrote one of the team's reports).
+func TestClientDropsRowWrittenOutOfItsScopes(t *testing.T) {
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d1', 'u1', 'mine')`)
+	e.d.Exec(t, `CREATE FUNCTION app.gift_policy(user_id text, op text, table_name text, before jsonb, after jsonb)
+		RETURNS boolean LANGUAGE sql AS $$ SELECT before IS NULL OR before ->> 'owner_id' = user_id $$;
+		SELECT synchro.set_write_policy('app.docs', 'app.gift_policy(text,text,text,jsonb,jsonb)')`)
+	dir := t.TempDir()
+	c := openClient(t, e, dir, "u1", "c1")
+	other := openClient(t, e, dir, "u2", "c2")
+	settle(t, e, c, other)
+	c.exec(t, `INSERT INTO docs (id, owner_id, title) VALUES ('d2', 'u2', 'gift')`)
+	c.exec(t, `UPDATE docs SET owner_id = 'u2' WHERE id = 'd1'`)
+	if rep := c.sync(t); rep.Pushed != 2 || rep.Rejected != 0 || rep.Pending != 0 {
+		t.Fatalf("sync: %+v", rep)
+	}
+	settle(t, e, c, other)
+	if got := c.localString(t, `SELECT coalesce(group_concat(id, ','), '') FROM (SELECT id FROM docs ORDER BY id)`); got != "" {
+		t.Fatalf("u1's replica holds docs %q, none of them in u1's scopes", got)
+	}
+	if got := other.localString(t, `SELECT group_concat(id || '=' || title, ',') FROM (SELECT * FROM docs ORDER BY id)`); got != "d1=mine,d2=gift" {
+		t.Fatalf("u2's replica: %q, want d1=mine,d2=gift", got)
+	}
+	for _, r := range []*sdkClient{c, other} {
+		requireScopes(t, e, r)
+	}
+}
+
 // TestClientRefusedChangeKeepsLaterEdits: the server refuses a pushed change
 // (a version conflict, a policy rejection) while the application edits the
 // same row. The later edit is kept and pushed by the next Sync, where the
