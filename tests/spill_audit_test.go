@@ -300,7 +300,9 @@ const (
 func batchConfig(cfg *wal.Config, mode spillMode) {
 	switch mode {
 	case spillBatch:
-		cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
+		// Long enough for the WAL sender to deliver the whole backlog on a
+		// loaded host: a batch split early holds fewer spilled transactions.
+		cfg.BatchMaxDelay, cfg.BatchMaxTxns = 3*time.Second, 1000
 	case spillPipelined:
 		cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 3
 	}
@@ -492,7 +494,11 @@ func TestSpillAuditCrashWindows(t *testing.T) {
 			var cs []committed
 			if tc.mode == spillLive {
 				w := startStreaming(t, d, crashCfg)
-				cs = commitEach(t, d, workload)
+				// The first transaction materialized on its own, so that a later
+				// batch exists for the crash to hit however fast the rest arrives.
+				cs = commitEach(t, d, workload[:1])
+				waitMaterialized(t, d)
+				cs = append(cs, commitEach(t, d, workload[1:])...)
 				if err := w.waitExit(t, 30*time.Second); !errors.Is(err, wal.ErrStopped) {
 					t.Fatalf("crashing worker returned %v, want wal.ErrStopped", err)
 				}
