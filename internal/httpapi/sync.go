@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -391,12 +389,7 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 // its values as they are: a server_row may be nested deeper than json.Marshal
 // takes a json.RawMessage (package wire).
 func rawObject(m map[string]json.RawMessage) json.RawMessage {
-	members := make([]wire.Member, 0, len(m))
-	for name, v := range m {
-		members = append(members, wire.Member{Name: name, Value: v})
-	}
-	slices.SortFunc(members, func(a, b wire.Member) int { return strings.Compare(a.Name, b.Name) })
-	return wire.AppendObject(nil, members)
+	return wire.AppendObject(nil, wire.SortedMembers(m))
 }
 
 // rowKey is the pk object {key column: value} with the value taken from row

@@ -47,12 +47,7 @@ func Members(b []byte) ([]Member, error) {
 		if m == nil {
 			return nil, errNotObject
 		}
-		out := make([]Member, 0, len(m))
-		for name, v := range m {
-			out = append(out, Member{name, v})
-		}
-		slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
-		return out, nil
+		return SortedMembers(m), nil
 	}
 	dec := tokens(b)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -77,12 +72,18 @@ func Members(b []byte) ([]Member, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errNotObject
 	}
-	out := make([]Member, 0, len(byName))
-	for name, v := range byName {
+	return SortedMembers(byName), nil
+}
+
+// SortedMembers returns the members of m in name order (as json.Marshal
+// writes a map).
+func SortedMembers(m map[string]json.RawMessage) []Member {
+	out := make([]Member, 0, len(m))
+	for name, v := range m {
 		out = append(out, Member{name, v})
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out
 }
 
 // Elements returns the elements of the JSON array b, however deeply nested.
