@@ -26,6 +26,13 @@ SET TimeZone = 'UTC'
 SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1
 SET bytea_output = 'hex'
+-- Every statement of the mutations' validation and writes runs once per
+-- mutation with other parameters. PL/pgSQL kept planning many of them again for
+-- each (a custom plan looks cheaper once a scope rule's branches fold away):
+-- about a fifth of a warm 50-mutation push (78 ms down to 69 here). Generic
+-- plans are made once per session; sql scope rules are checked to plan
+-- generically at registration (synchro.check_rule_query).
+SET plan_cache_mode = 'force_generic_plan'
 AS $$
 DECLARE
     c synchro.client := synchro.client_session(user_id, request, false);

@@ -20,7 +20,10 @@ AS $$
     SELECT format('column "%s" must be %s', e.key, x.wanted)
     FROM jsonb_each(cols) e
     JOIN pg_attribute a ON a.attrelid = rel AND a.attname = e.key AND a.attnum > 0 AND NOT a.attisdropped
-    CROSS JOIN LATERAL (SELECT synchro.portable_type(a.atttypid::regtype) AS portable, jsonb_typeof(e.value) AS given) v
+    -- OFFSET 0 keeps this subquery whole: flattened, each reference to portable
+    -- below would call synchro.portable_type again (a dozen calls per column).
+    CROSS JOIN LATERAL (SELECT synchro.portable_type(a.atttypid::regtype) AS portable, jsonb_typeof(e.value) AS given
+                        OFFSET 0) v
     CROSS JOIN LATERAL (SELECT CASE
         WHEN v.given = 'null' OR v.portable IS NULL OR v.portable = 'json' THEN NULL
         WHEN v.portable = 'string' AND v.given <> 'string' THEN 'a JSON string'
