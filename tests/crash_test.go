@@ -346,7 +346,7 @@ func TestStartupRefusesReplacedSlot(t *testing.T) {
 			"slot", "is temporary", "logical/pgoutput/t/t"},
 		{"physical", false, `SELECT pg_create_physical_replication_slot($1, true)`, "is not a pgoutput logical slot",
 			"slot", "is not a pgoutput logical slot", "physical//f/f"},
-		{"in another database", true, logical, "belongs to another database", "slot", "belongs to database", "logical/pgoutput/f/f"},
+		{"in another database", true, logical, "belongs to database", "slot", "belongs to database", "logical/pgoutput/f/f"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

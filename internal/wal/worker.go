@@ -419,22 +419,19 @@ type positions struct {
 
 func (w *Worker) readPositions(ctx context.Context) (positions, error) {
 	var p positions
-	var found, ownDatabase, pgoutput, temporary *bool
-	var slot, walStatus *string
+	var problem, slot *string
 	var start, ack, processed string
-	// Slot names are unique in the cluster: at most one slot row.
+	// synchro.slot_problem holds the rules of a usable slot, shared with
+	// readiness. The worker never repairs a slot by creating it again: that would
+	// silently skip the WAL in between. START_REPLICATION on an invalidated slot
+	// would fail on every session with a message that does not say why.
 	err := w.pool.QueryRow(ctx, `
-		SELECT s.found, s.own_database, s.pgoutput, s.temporary, s.wal_status, s.confirmed_flush_lsn::text,
+		SELECT s.problem, s.confirmed_flush_lsn::text,
 		       p.generation_start_lsn::text,
 		       coalesce(p.acknowledged_end_lsn, p.generation_start_lsn)::text,
 		       p.processed_end_lsn::text
-		FROM synchro.progress p
-		LEFT JOIN LATERAL (
-			SELECT true AS found, s.database IS NOT DISTINCT FROM current_database() AS own_database,
-			       s.slot_type = 'logical' AND s.plugin IS NOT DISTINCT FROM 'pgoutput' AS pgoutput,
-			       s.temporary, s.wal_status, s.confirmed_flush_lsn
-			FROM pg_replication_slots s WHERE s.slot_name = p.slot_name) s ON true`).
-		Scan(&found, &ownDatabase, &pgoutput, &temporary, &walStatus, &slot, &start, &ack, &processed)
+		FROM synchro.progress p, synchro.slot_problem(p.slot_name) s`).
+		Scan(&problem, &slot, &start, &ack, &processed)
 	if err != nil {
 		return p, err
 	}
@@ -446,45 +443,17 @@ func (w *Worker) readPositions(ctx context.Context) (positions, error) {
 			return p, err
 		}
 	}
-	p.problem = slotProblem(w.cfg.Slot, found != nil, ownDatabase, pgoutput, temporary, walStatus, slot)
-	if p.problem == "" {
-		if p.slot, err = pglogrepl.ParseLSN(*slot); err != nil {
-			return p, err
-		}
+	if problem != nil {
+		p.problem = *problem
+		return p, nil
+	}
+	if p.slot, err = pglogrepl.ParseLSN(*slot); err != nil {
+		return p, err
 	}
 	return p, nil
 }
 
-// slotProblem says why the replication slot named name cannot carry the stream
-// ("" when it can): missing, not a pgoutput logical slot, another database's,
-// temporary (someone recreated it under the stream's name; its position says
-// nothing about this stream), or invalidated (wal_status lost: PostgreSQL
-// removed WAL it needed, past max_slot_wal_keep_size say, so the transactions
-// after its position can never be decoded; START_REPLICATION would fail on
-// every session with a message that does not say why). Each blocks capture
-// (errBlocked). The worker never repairs one by creating the slot again: that
-// would silently skip the WAL in between.
-func slotProblem(name string, found bool, ownDatabase, pgoutput, temporary *bool, walStatus, confirmed *string) string {
-	switch {
-	case !found:
-		return fmt.Sprintf("replication slot %s is missing", name)
-	case pgoutput == nil || !*pgoutput:
-		return fmt.Sprintf("replication slot %s is not a pgoutput logical slot", name)
-	case ownDatabase == nil || !*ownDatabase:
-		return fmt.Sprintf("replication slot %s belongs to another database", name)
-	case temporary == nil || *temporary:
-		return fmt.Sprintf("replication slot %s is temporary", name)
-	case walStatus == nil:
-		return fmt.Sprintf("replication slot %s reserves no WAL (wal_status unknown)", name)
-	case *walStatus == "lost":
-		return fmt.Sprintf("replication slot %s was invalidated (wal_status lost): PostgreSQL no longer keeps the WAL after its position (max_slot_wal_keep_size, say), so the transactions there cannot be decoded from it", name)
-	case confirmed == nil:
-		return fmt.Sprintf("replication slot %s has no confirmed position", name)
-	}
-	return ""
-}
-
-// reconcileSlot refuses a slot it cannot stream (slotProblem), repairs the two
+// reconcileSlot refuses a slot it cannot stream (synchro.slot_problem), repairs the two
 // legal crash windows and refuses the two illegal slot positions (ADR 001, "Slot
 // acknowledgement"), returning the acknowledgement the stream resumes from.
 func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {

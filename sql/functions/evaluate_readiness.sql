@@ -21,11 +21,7 @@ DECLARE
     v_gen uuid;
     v_ack pg_lsn;
     v_slot_name name;
-    v_slot_found boolean;
-    v_slot_database name;
-    v_slot_type text;
-    v_plugin name;
-    v_slot_temporary boolean;
+    v_slot_problem text;
     v_wal_status text;
     v_slot_lsn pg_lsn;
     v_wal pg_lsn;
@@ -39,12 +35,9 @@ BEGIN
     SELECT p.stream_generation, coalesce(p.acknowledged_end_lsn, p.generation_start_lsn), p.slot_name
     INTO v_gen, v_ack, v_slot_name
     FROM synchro.progress p;
-    -- Slot names are unique in the cluster: at most one row.
-    SELECT true, rs.database, rs.slot_type, rs.plugin, rs.temporary, rs.wal_status, rs.confirmed_flush_lsn
-    INTO v_slot_found, v_slot_database, v_slot_type, v_plugin, v_slot_temporary, v_wal_status, v_slot_lsn
-    FROM pg_replication_slots rs
-    WHERE rs.slot_name = v_slot_name;
-    v_slot_found := coalesce(v_slot_found, false);
+    SELECT s.problem, s.wal_status, s.confirmed_flush_lsn
+    INTO v_slot_problem, v_wal_status, v_slot_lsn
+    FROM synchro.slot_problem(v_slot_name) s;
     SELECT pg_current_wal_lsn(), pg_current_wal_flush_lsn() INTO v_wal, v_flush;
 
     RETURN QUERY
@@ -69,9 +62,7 @@ BEGIN
         FROM (SELECT) one LEFT JOIN synchro.progress p ON true
     ),
     slot AS (
-        SELECT v_slot_found AS slot_found, v_slot_database AS slot_database, v_slot_type AS slot_type, v_plugin AS plugin,
-               v_slot_temporary AS slot_temporary, v_wal_status AS wal_status,
-               CASE WHEN v_slot_database = current_database() THEN v_slot_lsn END AS slot_lsn
+        SELECT v_slot_problem AS slot_problem, v_wal_status AS wal_status, v_slot_lsn AS slot_lsn
     ),
     hb AS (
         SELECT h.worker_id, h.database_name, h.slot_name, h.state, h.heartbeat_at, cur.ts - h.heartbeat_at AS age,
@@ -262,16 +253,7 @@ BEGIN
         UNION ALL
         SELECT 6, 'slot',
                CASE WHEN NOT b.prog_found THEN 'no stream started'
-                    WHEN NOT b.slot_found THEN format('replication slot %s is missing', b.slot_name)
-                    -- Before the database: a physical slot has none.
-                    WHEN (b.slot_type = 'logical' AND b.plugin = 'pgoutput') IS NOT TRUE
-                        THEN format('replication slot %s is not a pgoutput logical slot', b.slot_name)
-                    WHEN (b.slot_database = current_database()) IS NOT TRUE
-                        THEN format('replication slot %s belongs to database %s', b.slot_name, b.slot_database)
-                    WHEN b.slot_temporary IS NOT FALSE THEN format('replication slot %s is temporary', b.slot_name)
-                    WHEN (b.wal_status <> 'lost') IS NOT TRUE
-                        THEN format('replication slot %s is invalidated (wal_status %s)', b.slot_name, coalesce(b.wal_status, 'unknown'))
-                    WHEN b.slot_lsn IS NULL THEN format('replication slot %s has no confirmed position', b.slot_name)
+                    ELSE b.slot_problem
                END,
                format('%s (pgoutput, wal_status %s)', b.slot_name, b.wal_status)
         FROM b
