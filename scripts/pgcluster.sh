@@ -92,8 +92,10 @@ CONF
     if as_pg "$pg_bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
       echo "pgcluster: reusing running cluster in $dir" >&2
     else
+      # Exit status 3: the server itself did not start (its port may be
+      # taken); scripts/with-cluster.sh tries another port only then.
       as_pg "$pg_bin/pg_ctl" -D "$dir" -o "-p $port" -l "$dir/server.log" -w -t 60 start >&2 ||
-        { tail -n 30 "$dir/server.log" >&2; exit 1; }
+        { tail -n 30 "$dir/server.log" >&2; exit 3; }
     fi
     echo "$url"
     ;;

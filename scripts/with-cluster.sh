@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 dir=$(mktemp -d /tmp/synchro-pg.XXXXXX)
 chmod 755 "$dir"
 cleanup() {
-  scripts/pgcluster.sh stop "$dir/data" || true
+  scripts/pgcluster.sh stop "$dir/data" 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -20,10 +20,14 @@ trap cleanup EXIT
 # tries other ports. SYNCHRO_TEST_PG_PORT fixes the port (one attempt).
 for attempt in 1 2 3 4 5; do
   port=${SYNCHRO_TEST_PG_PORT:-$((20000 + RANDOM % 12000))}
-  if SYNCHRO_TEST_DATABASE_URL=$(PGCLUSTER_FAST=1 scripts/pgcluster.sh start "$dir/data" "$port"); then
+  status=0
+  SYNCHRO_TEST_DATABASE_URL=$(PGCLUSTER_FAST=1 scripts/pgcluster.sh start "$dir/data" "$port") || status=$?
+  if [ "$status" = 0 ]; then
     break
   fi
-  if [ -n "${SYNCHRO_TEST_PG_PORT:-}" ] || [ "$attempt" = 5 ]; then
+  # Only a server that did not start (status 3) may have met a taken port;
+  # missing binaries or a failed initdb fail the same way on every port.
+  if [ "$status" != 3 ] || [ -n "${SYNCHRO_TEST_PG_PORT:-}" ] || [ "$attempt" = 5 ]; then
     echo "with-cluster: could not start PostgreSQL" >&2
     exit 1
   fi
