@@ -340,7 +340,9 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	}
 
 	progress("%d-row: %d transactions written; raw decode", width, txns)
+	rawCPU := cpuWindow(ctx, pool, name)
 	rawTxns, lastEnd, rawDur, err := rawDecode(ctx, url, rawSlot, "synchro", target)
+	rawUse := rawCPU()
 	if err != nil {
 		return nil, err
 	}
@@ -380,12 +382,16 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		{Name: fmt.Sprintf("raw pgoutput decode, %d-row tx of fenced rows", width), Value: rawTPS * float64(width), Unit: "rows/s",
 			Baseline: "unfenced INSERTs", BaseVal: float64(plainRawTxns) * float64(width) / plainRawDur.Seconds()},
 	}
-	return append(rows, cpuRows(width, use, txns*int64(width), targetRate)...), nil
+	return append(rows, cpuRows(width, use, rawUse, txns*int64(width), targetRate)...), nil
 }
 
 // cpuRows reports where the capture's CPU time went, per captured row, beside
-// what the machine's cores allow per row at the target rate.
-func cpuRows(width int, use cpuUse, rows int64, targetRate float64) []row {
+// what the machine's cores allow per row at the target rate, and what the WAL
+// sender spent on the same rows in the raw decode (raw), which reads the source
+// WAL alone. The WAL sender is one process: at its CPU time per row during
+// capture, the rows per second of one core bound capture whatever the worker
+// and materialization cost.
+func cpuRows(width int, use, raw cpuUse, rows int64, targetRate float64) []row {
 	perRow := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(rows) }
 	name := func(what string) string { return fmt.Sprintf("capture CPU per row, %d-row tx: %s", width, what) }
 	out := []row{{Name: name("worker process (Go)"), Value: perRow(use.worker), Unit: "µs"}}
@@ -394,7 +400,10 @@ func cpuRows(width int, use cpuUse, rows int64, targetRate float64) []row {
 	}
 	budget := float64(runtime.NumCPU()) * 1e6 / targetRate
 	return append(out,
-		row{Name: name("WAL sender"), Value: perRow(use.walSender), Unit: "µs"},
+		row{Name: name("WAL sender"), Value: perRow(use.walSender), Unit: "µs",
+			Baseline: "its raw decode of the source WAL alone", BaseVal: perRow(raw.walSender)},
+		row{Name: fmt.Sprintf("capture ceiling, %d-row tx: one WAL sender on a whole core", width),
+			Value: 1e6 / max(perRow(use.walSender), 1), Unit: "rows/s", Baseline: "target", BaseVal: targetRate},
 		row{Name: name("materialization backends"), Value: perRow(use.backends), Unit: "µs"},
 		row{Name: name("all three"), Value: perRow(use.worker + use.walSender + use.backends), Unit: "µs",
 			Baseline: fmt.Sprintf("%d cores at the target rate", runtime.NumCPU()), BaseVal: budget})
