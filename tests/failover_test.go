@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -122,6 +123,55 @@ func TestWorkerFailoverAfterSIGKILL(t *testing.T) {
 	}
 	if effects != written || distinctEffects != written {
 		t.Fatalf("%d effects (%d distinct) for %d single-row inserts", effects, distinctEffects, written)
+	}
+}
+
+// TestSynchrodSIGTERMRecordsStopped: synchrod stopped by SIGTERM exits 0 once its
+// worker has recorded the state stopped in its heartbeat row, so readiness says
+// at once that no worker streams.
+func TestSynchrodSIGTERMRecordsStopped(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(buildCommands(t), "synchrod")
+	d := testdb.New(t)
+	slot := synchrodSlot()
+	t.Cleanup(func() { d.DropSlot(t, slot) })
+	cmd := command(context.Background(), bin, "--database-url", d.URL, "--listen", freeAddr(t), "--slot", slot,
+		"--worker-id", "term", "--heartbeat-interval", "100ms")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+		if t.Failed() {
+			t.Logf("synchrod log:\n%s", stderr.String())
+		}
+	})
+	waitFor(t, "the worker streaming", 30*time.Second, func() (bool, error) {
+		return queryBool(t, d, `SELECT EXISTS (SELECT FROM synchro.worker_heartbeat WHERE worker_id = 'term' AND state = 'streaming')`), nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("synchrod after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("synchrod did not exit within 30s of SIGTERM")
+	}
+	if got := queryText(t, d, `SELECT state FROM synchro.worker_heartbeat WHERE worker_id = 'term'`); got != "stopped" {
+		t.Fatalf("heartbeat state after SIGTERM %q, want stopped", got)
+	}
+	configureReadiness(t, d, `'1 hour'`, `1073741824`, `'60 seconds'`)
+	if got := queryText(t, d, `SELECT reason FROM synchro.readiness WHERE "check" = 'worker' AND NOT ok`); !strings.Contains(got, "term, stopped") {
+		t.Fatalf("readiness worker check %q, want it to name worker term stopped", got)
 	}
 }
 

@@ -472,7 +472,7 @@ func TestMaterializationIsDeterministic(t *testing.T) {
 
 // TestWorkerHeartbeat: the worker reports a fresh heartbeat in state streaming
 // whose registry generation and materialized positions are never after durable
-// progress.
+// progress, and a worker whose context ends reports the state stopped.
 func TestWorkerHeartbeat(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
@@ -482,7 +482,7 @@ func TestWorkerHeartbeat(t *testing.T) {
 	d.Exec(t, `INSERT INTO synchro.worker_heartbeat (worker_id, database_name, slot_name, state, heartbeat_at, started_at)
 		VALUES ('gone-2d', current_database(), 'synchro', 'streaming', now() - interval '2 days', now() - interval '3 days'),
 		       ('gone-1h', current_database(), 'synchro', 'streaming', now() - interval '1 hour', now() - interval '3 days')`)
-	startStreaming(t, d, workerConfig(d, "hb-1"))
+	w := startStreaming(t, d, workerConfig(d, "hb-1"))
 	waitState(t, d, "hb-1", "streaming")
 	if got := queryText(t, d, `SELECT string_agg(worker_id, ' ' ORDER BY worker_id) FROM synchro.worker_heartbeat`); got != "gone-1h hb-1" {
 		t.Fatalf("heartbeat rows %q, want gone-1h hb-1", got)
@@ -513,6 +513,15 @@ func TestWorkerHeartbeat(t *testing.T) {
 		}
 		return caughtUp, nil
 	})
+
+	// Stopped: the row says so as Run returns, not once its heartbeat is stale.
+	if err := w.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := queryText(t, d, `SELECT h.state || ' ' || (h.materialized_commit_lsn = p.materialized_commit_lsn)
+		FROM synchro.worker_heartbeat h, synchro.progress p WHERE h.worker_id = 'hb-1'`); got != "stopped true" {
+		t.Fatalf("heartbeat of the stopped worker: state and position at progress %q, want \"stopped true\"", got)
+	}
 }
 
 // TestMaterializePartialImages: pgoutput leaves unchanged out-of-line (TOAST)

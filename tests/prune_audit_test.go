@@ -753,9 +753,7 @@ func TestPruneAuditCaptureGateAndPushIdempotency(t *testing.T) {
 	o2 := applied(fast.push(t, "u2", "c2", m2), "m2")
 	waitMaterialized(t, e.d)
 	waitAcknowledged(t, e.d)
-	if err := e.w.stop(t); err != nil {
-		t.Fatalf("worker stopped with %v", err)
-	}
+	e.pauseCapture(t)
 	m1 := mut("m1", "docs", "update", map[string]any{"id": "d1"}, map[string]any{"title": "one-b"})
 	o1 := applied(fast.push(t, "u1", "c1", m1), "m1")
 	v1 := o1["server_version"].(string)

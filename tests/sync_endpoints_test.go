@@ -1229,7 +1229,8 @@ func TestSyncEndpointPushBeforeStreamStart(t *testing.T) {
 	}
 }
 
-// TestSyncEndpointCaptureGate: while the worker is stopped, a client with an
+// TestSyncEndpointCaptureGate: while capture lags (the worker is stopped, its
+// heartbeat a streaming worker's), a client with an
 // accepted push is refused pull and rebuild with 503 capture_pending and
 // Retry-After (other clients are served); when readiness fails every client is
 // refused with 503 not_ready; once the worker runs again the pull succeeds and
@@ -1254,9 +1255,7 @@ func TestSyncEndpointCaptureGate(t *testing.T) {
 		return map[string]any{"client_id": client, "scopes": scopes}
 	}
 
-	if err := e.w.stop(t); err != nil {
-		t.Fatalf("worker stopped with %v", err)
-	}
+	e.pauseCapture(t)
 	resp := fast.push(t, "u1", "c1", mut("cg1", "docs", "update", map[string]any{"id": "d1"}, map[string]any{"title": "zz-pending-zz"}))
 	_, o := outcome(t, resp, "cg1")
 	if o["status"] != "applied" {

@@ -52,6 +52,17 @@ type syncEnv struct {
 	url string
 }
 
+// pauseCapture stops the worker but keeps its heartbeat a streaming worker's, as
+// when a live worker has not materialized the latest writes yet: readiness
+// holds, for the heartbeat limit, while nothing more is materialized.
+func (e *syncEnv) pauseCapture(t *testing.T) {
+	t.Helper()
+	if err := e.w.stop(t); err != nil {
+		t.Fatalf("worker stopped with %v", err)
+	}
+	e.d.Exec(t, reportStreaming, e.cfg.WorkerID)
+}
+
 // newSyncEnv starts a syncEnv; setup (SQL, may be empty) runs once the worker
 // streams, and is materialized before it returns.
 func newSyncEnv(t *testing.T, setup string, tune ...func(*httpapi.Sync)) *syncEnv {

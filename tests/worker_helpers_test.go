@@ -82,6 +82,12 @@ func (w *runningWorker) stop(t *testing.T) error {
 	}
 }
 
+// reportStreaming makes worker $1's heartbeat row say streaming, now. A worker
+// that stops records the state stopped, which fails readiness at once; a test of
+// what happens while capture lags behind a live worker stops the worker and
+// keeps its heartbeat a streaming worker's with this.
+const reportStreaming = `UPDATE synchro.worker_heartbeat SET state = 'streaming', heartbeat_at = now() WHERE worker_id = $1`
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()

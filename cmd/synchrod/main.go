@@ -159,11 +159,24 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	case err := <-errc:
 		return err
 	case err := <-workerDone:
-		return fmt.Errorf("worker: %w", err)
+		if ctx.Err() == nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		workerDone <- err // it ended with the signal: the shutdown below waits for it
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	log.Info("synchrod shutting down")
-	return srv.Shutdown(shutdownCtx)
+	err = srv.Shutdown(shutdownCtx)
+	if *runWorker {
+		// The worker ends its session and records its state stopped before its
+		// pool closes.
+		select {
+		case <-workerDone:
+		case <-shutdownCtx.Done():
+			log.Warn("the worker did not stop within the shutdown timeout")
+		}
+	}
+	return err
 }

@@ -203,13 +203,18 @@ func (w *Worker) getState() string {
 	return w.state
 }
 
-// Run streams until ctx ends (nil) or a hook stops the worker (ErrStopped); it
-// refuses at once a pool too small to run a session. Failures end the session; a
-// new one starts after RetryInterval.
-func (w *Worker) Run(ctx context.Context) error {
+// Run streams until ctx ends (nil, after recording the state stopped) or a hook
+// stops the worker (ErrStopped); it refuses at once a pool too small to run a
+// session. Failures end the session; a new one starts after RetryInterval.
+func (w *Worker) Run(ctx context.Context) (err error) {
 	if n := w.pool.Config().MaxConns; n < minPoolConns {
 		return fmt.Errorf("the worker's pool allows %d connections; it needs at least %d (worker role lock, materialization, progress and heartbeat)", n, minPoolConns)
 	}
+	defer func() {
+		if err == nil {
+			w.recordStopped()
+		}
+	}()
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	go w.heartbeat(hbCtx)
@@ -256,6 +261,20 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// recordStopped records the state stopped in the heartbeat row of a worker whose
+// context ended, so that readiness and synchroctl status tell at once that it no
+// longer streams rather than once its last heartbeat is older than the limit. A
+// worker that dies leaves its last state, which the heartbeat's age then shows
+// stale.
+func (w *Worker) recordStopped() {
+	w.setState("stopped")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.recordHeartbeat(ctx); err != nil {
+		w.cfg.Log.Warn("could not record the stopped state", "worker", w.cfg.WorkerID, "error", err.Error())
 	}
 }
 
