@@ -133,38 +133,15 @@ func TestSynchrodSIGTERMRecordsStopped(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(buildCommands(t), "synchrod")
 	d := testdb.New(t)
-	slot := synchrodSlot()
-	t.Cleanup(func() { d.DropSlot(t, slot) })
-	cmd := command(context.Background(), bin, "--database-url", d.URL, "--listen", freeAddr(t), "--slot", slot,
+	slot, addr := synchrodSlot(), freeAddr(t)
+	stop := startSynchrod(t, d, bin, addr, slot, "--database-url", d.URL, "--listen", addr, "--slot", slot,
 		"--worker-id", "term", "--heartbeat-interval", "100ms")
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-		if t.Failed() {
-			t.Logf("synchrod log:\n%s", stderr.String())
-		}
-	})
 	waitFor(t, "the worker streaming", 30*time.Second, func() (bool, error) {
 		return queryBool(t, d, `SELECT EXISTS (SELECT FROM synchro.worker_heartbeat WHERE worker_id = 'term' AND state = 'streaming')`), nil
 	})
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("synchrod after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("synchrod did not exit within 30s of SIGTERM")
+	stop()
+	if t.Failed() {
+		t.FailNow() // synchrod did not exit cleanly
 	}
 	if got := queryText(t, d, `SELECT state FROM synchro.worker_heartbeat WHERE worker_id = 'term'`); got != "stopped" {
 		t.Fatalf("heartbeat state after SIGTERM %q, want stopped", got)

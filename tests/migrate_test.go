@@ -487,10 +487,11 @@ func synchrodSlot() string {
 	return fmt.Sprintf("synchrod_%d_%d", os.Getpid(), synchrodSeq.Add(1))
 }
 
-// startSynchrod starts synchrod on database d, waits (at most 20 s) until GET
-// /healthz on addr answers 200 with status "alive", and stops it with SIGTERM
-// when the test ends, expecting a clean exit; then it drops the worker's slot.
-func startSynchrod(t *testing.T, d *testdb.DB, bin, addr, slot string, args ...any) {
+// startSynchrod starts synchrod on database d and waits (at most 20 s) until GET
+// /healthz on addr answers 200 with status "alive". stop, which the test's end
+// calls too, stops it with SIGTERM, expecting a clean exit; the worker's slot is
+// dropped when the test ends.
+func startSynchrod(t *testing.T, d *testdb.DB, bin, addr, slot string, args ...any) (stop func()) {
 	t.Helper()
 	cmd := command(context.Background(), bin, args...)
 	var stderr lockedBuffer
@@ -501,23 +502,29 @@ func startSynchrod(t *testing.T, d *testdb.DB, bin, addr, slot string, args ...a
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var exitedEarly bool
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if exitedEarly {
+				return
+			}
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("synchrod did not shut down cleanly: %v; stderr:\n%s", err, stderr.String())
+				}
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Errorf("synchrod ignored SIGTERM for 20 s; killed")
+			}
+		})
+	}
 	t.Cleanup(func() {
 		// The slot may exist once the worker started; drop it after the process is gone.
 		defer d.DropSlot(t, slot)
-		if exitedEarly {
-			return
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("synchrod did not shut down cleanly: %v; stderr:\n%s", err, stderr.String())
-			}
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("synchrod ignored SIGTERM for 20 s; killed")
-		}
+		stop()
 	})
 
 	url := "http://" + addr + "/healthz"
@@ -531,7 +538,7 @@ func startSynchrod(t *testing.T, d *testdb.DB, bin, addr, slot string, args ...a
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"alive"`) {
 				t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
 			}
-			return
+			return stop
 		}
 		select {
 		case exitErr := <-exited:
