@@ -185,7 +185,7 @@ func TestCommands(t *testing.T) {
 
 	t.Run("synchrod names the role, not migrate, when it may not read the schema", func(t *testing.T) {
 		d := testdb.New(t)
-		// Member of the service role only (as README's "Database roles" asks for
+		// Member of the service role only (as docs/operations.md, "Database roles", asks for
 		// the HTTP connections): synchrod's own statements need the schema owner.
 		service := loginAs(t, d, "synchro_service")
 		code, _, stderr := run(t, synchrod, "--database-url", service, "--listen", "127.0.0.1:0", "--worker=false")
@@ -257,8 +257,8 @@ func TestCommands(t *testing.T) {
 		}
 	})
 
-	t.Run("README names every synchrod flag and synchroctl command", func(t *testing.T) {
-		readme, err := os.ReadFile("../README.md")
+	t.Run("docs/operations.md names every synchrod flag and synchroctl command", func(t *testing.T) {
+		readme, err := os.ReadFile("../docs/operations.md")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestCommands(t *testing.T) {
 		}
 		for _, f := range flags {
 			if !strings.Contains(string(readme), "`--"+f[1]+"`") {
-				t.Errorf("README does not name synchrod's --%s", f[1])
+				t.Errorf("docs/operations.md does not name synchrod's --%s", f[1])
 			}
 		}
 		help := runOK(t, synchroctl, "--help")
@@ -279,7 +279,7 @@ func TestCommands(t *testing.T) {
 		}
 		for _, c := range cmds {
 			if !strings.Contains(string(readme), "synchroctl "+c[1]) {
-				t.Errorf("README does not show synchroctl %s", c[1])
+				t.Errorf("docs/operations.md does not show synchroctl %s", c[1])
 			}
 		}
 	})
@@ -353,7 +353,7 @@ func TestCommands(t *testing.T) {
 
 	t.Run("flags after positional arguments", func(t *testing.T) {
 		d := testdb.New(t)
-		// As the README writes them: the id first, then --database-url (and --json).
+		// As docs/operations.md writes them: the id first, then --database-url (and --json).
 		for _, args := range [][]any{
 			{"poison", "show", "1", "--database-url", d.URL},
 			{"poison", "retry", "1", "--database-url", d.URL},

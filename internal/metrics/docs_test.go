@@ -7,14 +7,14 @@ import (
 	"testing"
 )
 
-// TestREADMENamesEveryMetric keeps README's "Operating Synchro" list of metrics
+// TestOperationsDocNamesEveryMetric keeps the metrics list of docs/operations.md
 // in step with the metrics this package exports.
-func TestREADMENamesEveryMetric(t *testing.T) {
+func TestOperationsDocNamesEveryMetric(t *testing.T) {
 	src, err := os.ReadFile("metrics.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestREADMENamesEveryMetric(t *testing.T) {
 	}
 	for _, n := range names {
 		if !strings.Contains(string(readme), "`"+n[1]) {
-			t.Errorf("README does not name the metric %s", n[1])
+			t.Errorf("docs/operations.md does not name the metric %s", n[1])
 		}
 	}
 }
