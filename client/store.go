@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -304,44 +305,12 @@ func toWire(typ string, raw json.RawMessage) (json.RawMessage, error) {
 	return raw, nil // numbers and strings as SQLite holds them; the server validates
 }
 
-// applier applies server state to the replica inside one SDK transaction (the
-// applying flag is set, so the capture triggers stay silent).
-type applier struct {
-	ctx context.Context
-	tx  *sql.Tx
-	m   *manifest
-}
-
-// apply runs fn in one write transaction with the applying flag set.
-func (c *Client) apply(ctx context.Context, fn func(a *applier) error) error {
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `UPDATE _synchro_state SET applying = 1`); err != nil {
-		return err
-	}
-	if err := fn(&applier{ctx: ctx, tx: tx, m: c.schema}); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE _synchro_state SET applying = 0`); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
 // rowKey is a row's key in the side tables: SQLite's json_object of the primary
 // key columns, the same text the capture triggers compute. vals are the key's
 // SQLite values in primary-key order.
 type rowKey struct {
 	text string
 	vals []any
-}
-
-// key converts a wire primary key (a JSON object) of t to its rowKey.
-func (a *applier) key(t *table, pk json.RawMessage) (rowKey, error) {
-	return keyOf(a.ctx, a.tx, t, pk)
 }
 
 type queryer interface {
@@ -355,260 +324,52 @@ func keyOf(ctx context.Context, q queryer, t *table, pk json.RawMessage) (rowKey
 	}
 	k := rowKey{vals: make([]any, len(t.PrimaryKey))}
 	for i, col := range t.PrimaryKey {
-		v, err := toLocal(t.types[col], obj[col])
-		if err != nil || v == nil {
-			// A key the application stored with another type (e.g. text in an
-			// INTEGER column of a composite key): keep it as SQLite holds it, so
-			// the row can still be found and reverted.
-			var generic any
-			if json.Unmarshal(obj[col], &generic) != nil {
-				return rowKey{}, fmt.Errorf("table %s: primary key %s: column %s: bad value", t.Name, pk, col)
-			}
-			switch x := generic.(type) {
-			case string, float64:
-				v = x
-			default:
-				return rowKey{}, fmt.Errorf("table %s: primary key %s: column %s: bad value", t.Name, pk, col)
-			}
+		if k.vals[i], err = keyValue(t, col, obj[col]); err != nil {
+			return rowKey{}, fmt.Errorf("table %s: primary key %s: %w", t.Name, pk, err)
 		}
-		k.vals[i] = v
 	}
 	err = q.QueryRowContext(ctx, t.keySQL, k.vals...).Scan(&k.text)
 	return k, err
 }
 
-// serverKey is the key of row, a row the server answered a push of the row
-// of key k with. The server answers under its canonical key (a uuid in lower
-// case with hyphens, whatever case it was sent in), the key pull delivers the
-// row under; when that is not k, the local row (replacing any local row of
-// that key), its queued mutations and its image move to it, so the replica
-// keeps one row.
-func (a *applier) serverKey(t *table, k rowKey, row json.RawMessage) (rowKey, error) {
-	sk, err := a.key(t, row)
-	if err != nil || sk.text == k.text {
-		return sk, err
+// keyValue is the SQLite value of key column col of t given as raw.
+func keyValue(t *table, col string, raw json.RawMessage) (any, error) {
+	v, err := toLocal(t.types[col], raw)
+	if err == nil && v != nil {
+		return v, nil
 	}
-	if _, err := a.tx.ExecContext(a.ctx, t.rekeySQL, append(append([]any{}, sk.vals...), k.vals...)...); err != nil {
-		return sk, err
-	}
-	for _, side := range []string{"_synchro_queue", "_synchro_images"} {
-		if _, err := a.tx.ExecContext(a.ctx, `UPDATE OR REPLACE `+side+` SET pk = ? WHERE tbl = ? AND pk = ?`, sk.text, t.Name, k.text); err != nil {
-			return sk, err
+	// A key the application stored with another type (e.g. text in an
+	// INTEGER column of a composite key): keep it as SQLite holds it, so
+	// the row can still be found and reverted.
+	var generic any
+	if json.Unmarshal(raw, &generic) == nil {
+		switch x := generic.(type) {
+		case string, float64:
+			return x, nil
 		}
 	}
-	return sk, nil
+	return nil, fmt.Errorf("column %s: bad value", col)
 }
 
-// pending reports whether local mutations of the row are queued.
-func (a *applier) pending(t *table, k rowKey) (bool, error) {
-	var ok bool
-	err := a.tx.QueryRowContext(a.ctx, `SELECT EXISTS (SELECT 1 FROM _synchro_queue WHERE tbl = ? AND pk = ?)`, t.Name, k.text).Scan(&ok)
-	return ok, err
-}
-
-// held reports whether any scope holds the row.
-func (a *applier) held(t *table, k rowKey) (bool, error) {
-	var ok bool
-	err := a.tx.QueryRowContext(a.ctx, `SELECT EXISTS (SELECT 1 FROM _synchro_rows WHERE tbl = ? AND pk = ?)`, t.Name, k.text).Scan(&ok)
-	return ok, err
-}
-
-// image is the last known server image of the row (nil when none).
-func (a *applier) image(t *table, k rowKey) (json.RawMessage, error) {
-	var row string
-	err := a.tx.QueryRowContext(a.ctx, `SELECT row FROM _synchro_images WHERE tbl = ? AND pk = ?`, t.Name, k.text).Scan(&row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	return json.RawMessage(row), err
-}
-
-// setImage records the row's last known server image; pushed when it comes from
-// a push answer instead of the stream.
-func (a *applier) setImage(t *table, k rowKey, row json.RawMessage, version *string, pushed bool) error {
-	_, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_images (tbl, pk, row, server_version, pushed) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (tbl, pk) DO UPDATE SET row = excluded.row, server_version = excluded.server_version, pushed = excluded.pushed`,
-		t.Name, k.text, string(row), version, pushed)
-	return err
-}
-
-func (a *applier) dropImage(t *table, k rowKey) error {
-	_, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_images WHERE tbl = ? AND pk = ?`, t.Name, k.text)
-	return err
-}
-
-// writeRow writes a wire row image into the local table.
-func (a *applier) writeRow(t *table, row json.RawMessage) error {
-	obj, err := decodeObject(row)
-	if err != nil {
-		return fmt.Errorf("table %s: row: %w", t.Name, err)
-	}
-	vals := make([]any, len(t.Columns))
-	for i, c := range t.Columns {
-		if vals[i], err = toLocal(c.Type, obj[c.Name]); err != nil {
-			return fmt.Errorf("table %s column %s: %w", t.Name, c.Name, err)
-		}
-	}
-	_, err = a.tx.ExecContext(a.ctx, t.upsertSQL, vals...)
-	return err
-}
-
-// resolve makes the local row the server's row (deletes it when row is nil),
-// unless local mutations of it are queued: their push resolves the row.
-func (a *applier) resolve(t *table, k rowKey, row json.RawMessage) error {
-	if p, err := a.pending(t, k); err != nil || p {
-		return err
-	}
-	if row == nil {
-		return a.deleteRow(t, k)
-	}
-	return a.writeRow(t, row)
-}
-
-// deleteRow deletes the row from the local table.
-func (a *applier) deleteRow(t *table, k rowKey) error {
-	_, err := a.tx.ExecContext(a.ctx, t.deleteSQL, k.vals...)
-	return err
-}
-
-// upsert applies a row state delivered for scope: the scope holds the row at
-// that version and checksum, it is the row's last server image, and the local
-// row takes it unless local mutations of the row are queued (their push
-// resolves the row). A row whose key is not k is refused: the local table and
-// the scope's metadata would name different rows.
-func (a *applier) upsert(scope string, t *table, k rowKey, row json.RawMessage, version string, checksum uint32) error {
-	rk, err := a.key(t, row)
-	if err != nil {
-		return fmt.Errorf("synchro: the row delivered for key %s: %w", k.text, err)
-	}
-	if rk.text != k.text {
-		return fmt.Errorf("synchro: table %s: the row delivered for key %s has key %s", t.Name, k.text, rk.text)
-	}
-	if _, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_rows (tbl, pk, scope, server_version, row_checksum) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (tbl, pk, scope) DO UPDATE SET server_version = excluded.server_version, row_checksum = excluded.row_checksum`,
-		t.Name, k.text, scope, version, int64(checksum)); err != nil {
-		return err
-	}
-	if err := a.setImage(t, k, row, &version, false); err != nil {
-		return err
-	}
-	return a.resolve(t, k, row)
-}
-
-// remove applies the row's leaving scope: once no scope holds it, its image
-// goes and the local row is deleted (unless local mutations of it are queued).
-func (a *applier) remove(scope string, t *table, k rowKey) error {
-	if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_rows WHERE tbl = ? AND pk = ? AND scope = ?`, t.Name, k.text, scope); err != nil {
-		return err
-	}
-	return a.forgetUnheld(t, k)
-}
-
-// forgetUnheld drops the image and the local row of a row no scope holds.
-func (a *applier) forgetUnheld(t *table, k rowKey) error {
-	if h, err := a.held(t, k); err != nil || h {
-		return err
-	}
-	if err := a.dropImage(t, k); err != nil {
-		return err
-	}
-	return a.resolve(t, k, nil)
-}
-
-// forgetOrphans drops the rows the replica knows only from push answers: once
-// every scope has a cursor after a pull (which the capture gate serves only when
-// every accepted push of this client is materialized), a row with a server
-// image that no scope holds and no queued change is in none of the replica's
-// scopes, e.g. an applied insert whose row joined only other users' scopes.
-func (a *applier) forgetOrphans() error {
-	orphans, err := a.scopeRows(`SELECT i.tbl, i.pk FROM _synchro_images i
-		WHERE NOT EXISTS (SELECT 1 FROM _synchro_rows r WHERE r.tbl = i.tbl AND r.pk = i.pk)
-		  AND NOT EXISTS (SELECT 1 FROM _synchro_queue q WHERE q.tbl = i.tbl AND q.pk = i.pk)`)
-	if err != nil {
-		return err
-	}
-	for _, r := range orphans {
-		t := a.m.byName[r[0]]
-		if t == nil {
-			if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_images WHERE tbl = ? AND pk = ?`, r[0], r[1]); err != nil {
-				return err
-			}
-			continue
-		}
-		k, err := a.key(t, json.RawMessage(r[1]))
+// checkRowKey fails unless row (a decoded wire row of t) has the key whose
+// text (json_object of the key columns, as keyOf computes it) is key.
+func checkRowKey(t *table, key string, row map[string]json.RawMessage) error {
+	want, err := decodeObject([]byte(key))
+	for _, col := range t.PrimaryKey {
 		if err != nil {
-			return err
+			break
 		}
-		if err := a.forgetUnheld(t, k); err != nil {
-			return err
+		var w, g any
+		if w, err = keyValue(t, col, want[col]); err == nil {
+			if g, err = keyValue(t, col, row[col]); err == nil && !reflect.DeepEqual(w, g) {
+				err = errors.New("another key")
+			}
 		}
+	}
+	if err != nil {
+		return fmt.Errorf("synchro: table %s: the row delivered for key %s has another key", t.Name, key)
 	}
 	return nil
-}
-
-// scopeRows lists the rows a scope holds, as (table, key text) pairs.
-func (a *applier) scopeRows(query string, args ...any) ([][2]string, error) {
-	rows, err := a.tx.QueryContext(a.ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][2]string
-	for rows.Next() {
-		var r [2]string
-		if err := rows.Scan(&r[0], &r[1]); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
-// dropScope forgets a scope: its cursor and its rows (deleted locally unless
-// another scope still holds them).
-func (a *applier) dropScope(scope string) error {
-	rows, err := a.scopeRows(`SELECT tbl, pk FROM _synchro_rows WHERE scope = ?`, scope)
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if err := a.removeByText(scope, r[0], r[1]); err != nil {
-			return err
-		}
-	}
-	if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_staging WHERE scope = ?`, scope); err != nil {
-		return err
-	}
-	_, err = a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_scopes WHERE scope = ?`, scope)
-	return err
-}
-
-// removeByText is remove for a row named by its stored key text.
-func (a *applier) removeByText(scope, tbl, pk string) error {
-	t := a.m.byName[tbl]
-	if t == nil { // a table no longer synced: only the metadata is left
-		_, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_rows WHERE tbl = ? AND pk = ? AND scope = ?`, tbl, pk, scope)
-		return err
-	}
-	k, err := a.key(t, json.RawMessage(pk))
-	if err != nil {
-		return err
-	}
-	return a.remove(scope, t, k)
-}
-
-// setCursor records a scope's cursor (nil: the scope needs a rebuild), adding
-// the scope when it is new.
-func (a *applier) setCursor(scope string, cursor *string) error {
-	_, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_scopes (scope, cursor) VALUES (?, ?)
-		ON CONFLICT (scope) DO UPDATE SET cursor = excluded.cursor`, scope, cursor)
-	return err
-}
-
-// addScope adds a scope with no cursor unless it is held already.
-func (a *applier) addScope(scope string) error {
-	_, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_scopes (scope, cursor) VALUES (?, NULL) ON CONFLICT (scope) DO NOTHING`, scope)
-	return err
 }
 
 // scopeSum is the sum mod 2^32 of the row checksums a scope holds.
@@ -629,4 +390,56 @@ func parseChecksum(raw json.RawMessage) (uint32, error) {
 		return 0, fmt.Errorf("malformed checksum %s", raw)
 	}
 	return uint32(n), nil
+}
+
+// preparedTx is a transaction that prepares each statement text once and runs
+// it again from the prepared statement: the SDK applies a page row by row with
+// the same few statements, and preparing one (which also compiles the capture
+// triggers it may fire) costs SQLite far more than running it. The statements
+// close with the transaction.
+type preparedTx struct {
+	*sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func newPreparedTx(tx *sql.Tx) *preparedTx {
+	return &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
+}
+
+func (p *preparedTx) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if s, ok := p.stmts[query]; ok {
+		return s, nil
+	}
+	s, err := p.Tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	p.stmts[query] = s
+	return s, nil
+}
+
+func (p *preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := p.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
+}
+
+func (p *preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := p.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+// QueryRowContext runs query unprepared when preparing it fails, so that the
+// row carries that error.
+func (p *preparedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := p.prepared(ctx, query)
+	if err != nil {
+		return p.Tx.QueryRowContext(ctx, query, args...)
+	}
+	return s.QueryRowContext(ctx, args...)
 }

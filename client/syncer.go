@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 )
 
 // Wire shapes of docs/protocol-v3.md (only the fields the SDK uses).
@@ -238,28 +237,6 @@ func (c *Client) connect(ctx context.Context) error {
 	return nil
 }
 
-// scopeChanges applies a scope diff: added scopes wait for a rebuild, removed
-// ones are dropped, and held scopes listed in rebuild lose their cursor.
-func (a *applier) scopeChanges(diff scopeDiff, rebuild []string, ssv int64) error {
-	for _, s := range diff.Add {
-		if err := a.addScope(s.ID); err != nil {
-			return err
-		}
-	}
-	for _, s := range diff.Remove {
-		if err := a.dropScope(s); err != nil {
-			return err
-		}
-	}
-	for _, s := range rebuild {
-		if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = NULL WHERE scope = ?`, s); err != nil {
-			return err
-		}
-	}
-	_, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_client SET scope_set_version = ?`, ssv)
-	return err
-}
-
 // queued is one queue entry of the batch in flight.
 type queued struct {
 	seq int64
@@ -377,161 +354,6 @@ func (c *Client) wireColumns(m *mutation, cols sql.NullString) error {
 	return nil
 }
 
-// outcomes applies a push answer to the batch; it returns how many mutations
-// stay in flight (answered server_retryable, or not answered at all). An
-// answer carrying server_row moves the row to that row's key (serverKey).
-//   - applied: the entry leaves the queue, the answer is the row's server image
-//     and later entries of the row take its version as base_version; the local
-//     row takes server_row unless later local changes are queued.
-//   - conflict: the entry leaves the queue, a rejection is recorded, server_row
-//     is the row's server image and the local row takes it (is deleted when it
-//     is null, or when the row is in none of the replica's scopes) unless later
-//     local changes are queued. Those keep their base_version (the version
-//     they were made on), so the server answers them too, as a conflict.
-//   - rejected: likewise, the row is reverted to its last server image
-//     (deleted when there is none) unless later local changes are queued.
-//   - retry: the entry stays in flight and is resent with the same mutation_id.
-//
-// Any other status is an error: the transaction rolls back, the batch stays in
-// flight.
-func (a *applier) outcomes(batch []queued, answers []outcome, rep *Report) (int, error) {
-	byID := map[string]queued{}
-	for _, q := range batch {
-		byID[q.m.MutationID] = q
-	}
-	retried := 0
-	for _, o := range answers {
-		q, ok := byID[o.MutationID]
-		if !ok {
-			continue
-		}
-		delete(byID, o.MutationID)
-		switch o.Status {
-		case "retry":
-			retried++
-			rep.Retried++
-			continue
-		case "applied", "conflict", "rejected":
-		default: // never taken for a rejection: the local change would be discarded
-			return 0, fmt.Errorf("synchro: push answered mutation %s with unknown status %q", o.MutationID, o.Status)
-		}
-		if err := a.settle(q, o); err != nil {
-			return 0, err
-		}
-		t := a.m.byName[q.m.Table]
-		if t == nil { // no local table (it cannot have captured the entry)
-			continue
-		}
-		k, err := a.key(t, q.m.PK)
-		if err == nil && !isNull(o.ServerRow) {
-			k, err = a.serverKey(t, k, o.ServerRow)
-		}
-		if err != nil {
-			return 0, err
-		}
-		switch {
-		case o.Status == "applied":
-			rep.Pushed++
-			err = a.applied(t, k, q, o)
-		case o.Status == "conflict":
-			rep.Rejected++
-			err = a.conflicted(t, k, o)
-		default:
-			rep.Rejected++
-			err = a.revert(t, k)
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	return retried + len(byID), nil
-}
-
-// settle removes an answered entry from the queue, recording it when it was
-// refused. The row's later entries (changes made while it was in flight) stay
-// queued, to be answered on their own; after a refused insert or delete a later
-// update becomes an upsert, as the capture triggers merge an update into them.
-func (a *applier) settle(q queued, o outcome) error {
-	if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_queue WHERE seq = ?`, q.seq); err != nil {
-		return err
-	}
-	if o.Status == "applied" {
-		return nil
-	}
-	if q.m.Op != "update" {
-		if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET op = 'upsert' WHERE tbl = ? AND pk = ? AND op = 'update'`, q.m.Table, q.key); err != nil {
-			return err
-		}
-	}
-	code := o.Code
-	if code == "" {
-		code = o.Status
-	}
-	_, err := a.tx.ExecContext(a.ctx, `INSERT INTO _synchro_rejections (mutation_id, tbl, pk, code, message, at) VALUES (?, ?, ?, ?, ?, ?)`,
-		q.m.MutationID, q.m.Table, q.key, code, o.Message, time.Now().UTC().Format(time.RFC3339Nano))
-	return err
-}
-
-func (a *applier) applied(t *table, k rowKey, q queued, o outcome) error {
-	if q.m.Op == "delete" || isNull(o.ServerRow) {
-		if err := a.dropImage(t, k); err != nil {
-			return err
-		}
-		if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = NULL WHERE tbl = ? AND pk = ?`, t.Name, k.text); err != nil {
-			return err
-		}
-		if q.m.Op == "delete" {
-			return nil
-		}
-		// A write applied into none of the user's scopes (a write policy let
-		// it, or the user left the row's scopes meanwhile): no pull will ever
-		// deliver the row, so the replica drops it, unless a scope still holds
-		// it (that scope's pull removes it) or later changes are queued.
-		return a.forgetUnheld(t, k)
-	}
-	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion, true); err != nil {
-		return err
-	}
-	if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = ? WHERE tbl = ? AND pk = ?`, o.ServerVersion, t.Name, k.text); err != nil {
-		return err
-	}
-	return a.resolve(t, k, o.ServerRow)
-}
-
-func (a *applier) conflicted(t *table, k rowKey, o outcome) error {
-	known, err := a.held(t, k)
-	if err != nil {
-		return err
-	}
-	if !known {
-		img, err := a.image(t, k)
-		if err != nil {
-			return err
-		}
-		known = img != nil
-	}
-	if isNull(o.ServerRow) || !known {
-		if err := a.dropImage(t, k); err != nil {
-			return err
-		}
-		return a.resolve(t, k, nil)
-	}
-	if err := a.setImage(t, k, o.ServerRow, o.ServerVersion, true); err != nil {
-		return err
-	}
-	return a.resolve(t, k, o.ServerRow)
-}
-
-// revert restores the row's last server image, or deletes it when there is
-// none (unless later changes of it are queued).
-func (a *applier) revert(t *table, k rowKey) error {
-	img, err := a.image(t, k)
-	if err != nil {
-		return err
-	}
-	return a.resolve(t, k, img)
-}
-
 // pull pages the held scopes' changes until has_more is false, applying each
 // page, its scope updates and its cursors in one transaction; on the final page
 // a scope whose checksum does not match loses its cursor (rebuild).
@@ -555,102 +377,6 @@ func (c *Client) pull(ctx context.Context, rep *Report) error {
 		}
 	}
 	return errors.New("synchro: pull does not end")
-}
-
-// page applies one pull page. It serves only the scopes asked to resume (sent
-// with a cursor) and not listed in rebuild: whatever it carries for another
-// scope (one it adds, one waiting for a rebuild) is ignored, since such a scope
-// is rebuilt, and a cursor taken for it would mark it synced without the rows
-// before that cursor.
-func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *Report) error {
-	rebuild := map[string]bool{}
-	for _, s := range resp.Rebuild {
-		rebuild[s] = true
-	}
-	served := func(scope string) bool { return requested[scope].Cursor != nil && !rebuild[scope] }
-	for _, ch := range resp.Changes {
-		if !served(ch.Scope) {
-			continue
-		}
-		t := a.m.byName[ch.Table]
-		if t == nil {
-			return fmt.Errorf("synchro: pull delivered table %q, which is not in the schema", ch.Table)
-		}
-		k, err := a.key(t, ch.PK)
-		if err != nil {
-			return err
-		}
-		switch ch.Op {
-		case "upsert":
-			err = a.upsert(ch.Scope, t, k, ch.Row, ch.ServerVersion, ch.RowChecksum)
-		case "delete":
-			err = a.remove(ch.Scope, t, k)
-		default:
-			err = fmt.Errorf("synchro: pull delivered unknown op %q", ch.Op)
-		}
-		if err != nil {
-			return err
-		}
-		rep.Pulled++
-	}
-	if err := a.scopeChanges(resp.ScopeUpdates, resp.Rebuild, resp.ScopeSetVersion); err != nil {
-		return err
-	}
-	for s, cur := range resp.ScopeCursors {
-		if served(s) {
-			if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = ? WHERE scope = ?`, cur, s); err != nil {
-				return err
-			}
-		}
-	}
-	if resp.HasMore {
-		return nil
-	}
-	// Every served scope (given a cursor) is verified; one without a checksum
-	// is rebuilt like a mismatch.
-	verify := map[string]bool{}
-	for s := range resp.Checksums {
-		verify[s] = true
-	}
-	for s := range resp.ScopeCursors {
-		verify[s] = true
-	}
-	for s := range verify {
-		if !served(s) {
-			continue
-		}
-		raw, match := resp.Checksums[s]
-		if match {
-			want, err := parseChecksum(raw)
-			if err != nil {
-				return fmt.Errorf("synchro: scope %s: %w", s, err)
-			}
-			got, err := scopeSum(a.ctx, a.tx, "_synchro_rows", s)
-			if err != nil {
-				return err
-			}
-			match = got == want
-		}
-		if !match {
-			if _, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = NULL WHERE scope = ?`, s); err != nil {
-				return err
-			}
-		}
-	}
-	// Every scope is now at this page's position, where all the scopes holding a
-	// row hold its current version. A scope holding a row at another version
-	// than the row's image means the image is stale: a scope whose cursor was
-	// behind another's (one rebuilt later, say) delivered an older version of a
-	// row after the newer one had arrived. Such scopes are rebuilt, which
-	// rewrites the row from the server. Rows with queued local changes are left
-	// to their push, and images from a push answer to the stream: a conflict's
-	// server_row can be a version the stream has not reached yet (a direct
-	// write not yet captured), which the stream then delivers.
-	_, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_scopes SET cursor = NULL WHERE scope IN (
-		SELECT r.scope FROM _synchro_rows r JOIN _synchro_images i ON i.tbl = r.tbl AND i.pk = r.pk
-		WHERE r.server_version IS NOT i.server_version AND NOT i.pushed
-		  AND NOT EXISTS (SELECT 1 FROM _synchro_queue q WHERE q.tbl = r.tbl AND q.pk = r.pk))`)
-	return err
 }
 
 // rebuildPending rebuilds every held scope without a cursor.
@@ -679,40 +405,14 @@ func (c *Client) rebuild(ctx context.Context, scope string, rep *Report) error {
 		if _, err := c.db.ExecContext(ctx, `DELETE FROM _synchro_staging WHERE scope = ?`, scope); err != nil {
 			return err
 		}
-		var cursor *string
-		var last rebuildResponse
-		restart := false
-		for page := 0; ; page++ {
-			if page >= maxPages {
-				return fmt.Errorf("synchro: rebuild of %s does not end", scope)
-			}
-			var resp rebuildResponse
-			req := rebuildRequest{ClientID: c.id, Schema: c.schemaRef(), Scope: scope, Cursor: cursor, Limit: c.cfg.PageSize}
-			if err := c.tr.post(ctx, "/sync/rebuild", req, &resp); err != nil {
-				var e *Error
-				if errors.As(err, &e) && e.Code == "invalid_request" {
-					if cursor == nil {
-						return c.apply(ctx, func(a *applier) error { return a.dropScope(scope) })
-					}
-					restart = true
-					break
-				}
-				return err
-			}
-			if err := c.stage(ctx, scope, &resp); err != nil {
-				return err
-			}
-			if !resp.HasMore {
-				last = resp
-				break
-			}
-			if resp.Cursor == nil {
-				return fmt.Errorf("synchro: rebuild of %s: a page with has_more carries no cursor", scope)
-			}
-			cursor = resp.Cursor
-		}
-		if restart {
+		last, restart, err := c.stageAll(ctx, scope)
+		switch {
+		case err != nil:
+			return err
+		case restart:
 			continue
+		case last == nil: // refused on the first page: not assigned any more
+			return c.apply(ctx, func(a *applier) error { return a.dropScope(scope) })
 		}
 		want, err := parseChecksum(last.Checksum)
 		if err != nil {
@@ -735,13 +435,83 @@ func (c *Client) rebuild(ctx context.Context, scope string, rep *Report) error {
 	return fmt.Errorf("synchro: rebuild of %s failed %d times (checksum mismatch or restarted session)", scope, maxRebuildAttempts)
 }
 
+// rebuildPage is one answer of a rebuild session, or the error that ended it.
+type rebuildPage struct {
+	resp  rebuildResponse
+	first bool // the session's first page (sent with cursor null)
+	err   error
+}
+
+// stageAll runs one rebuild session of scope into staging and returns its last
+// page. The next page is fetched while the one before is staged (each request
+// needs only the previous answer's cursor), so the server's work and the
+// replica's overlap. restart reports a session the server stopped accepting
+// on a later page (invalid_request); last is nil when it refused the first
+// page.
+func (c *Client) stageAll(ctx context.Context, scope string) (last *rebuildResponse, restart bool, err error) {
+	fetchCtx, cancel := context.WithCancel(ctx)
+	pages := make(chan rebuildPage, 1)
+	go c.fetchRebuild(fetchCtx, scope, pages)
+	defer func() {
+		cancel()
+		for range pages { // let the fetcher end
+		}
+	}()
+	for p := range pages {
+		if p.err != nil {
+			var e *Error
+			if errors.As(p.err, &e) && e.Code == "invalid_request" {
+				return nil, !p.first, nil
+			}
+			return nil, false, p.err
+		}
+		if err := c.stage(ctx, scope, &p.resp); err != nil {
+			return nil, false, err
+		}
+		if !p.resp.HasMore {
+			return &p.resp, false, nil
+		}
+	}
+	return nil, false, ctx.Err()
+}
+
+// fetchRebuild requests the pages of one rebuild session of scope in order and
+// sends each to pages, ending (and closing pages) after the last page, an
+// error, or when ctx ends.
+func (c *Client) fetchRebuild(ctx context.Context, scope string, pages chan<- rebuildPage) {
+	defer close(pages)
+	var cursor *string
+	for page := 0; ; page++ {
+		p := rebuildPage{first: cursor == nil}
+		if page >= maxPages {
+			p.err = fmt.Errorf("synchro: rebuild of %s does not end", scope)
+		} else {
+			req := rebuildRequest{ClientID: c.id, Schema: c.schemaRef(), Scope: scope, Cursor: cursor, Limit: c.cfg.PageSize}
+			p.err = c.tr.post(ctx, "/sync/rebuild", req, &p.resp)
+		}
+		if p.err == nil && p.resp.HasMore && p.resp.Cursor == nil {
+			p.err = fmt.Errorf("synchro: rebuild of %s: a page with has_more carries no cursor", scope)
+		}
+		select {
+		case pages <- p:
+		case <-ctx.Done():
+			return
+		}
+		if p.err != nil || !p.resp.HasMore {
+			return
+		}
+		cursor = p.resp.Cursor
+	}
+}
+
 // stage stores one rebuild page.
 func (c *Client) stage(ctx context.Context, scope string, resp *rebuildResponse) error {
-	tx, err := c.db.BeginTx(ctx, nil)
+	begun, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer begun.Rollback()
+	tx := newPreparedTx(begun)
 	for _, r := range resp.Records {
 		t := c.schema.byName[r.Table]
 		if t == nil {
@@ -757,65 +527,6 @@ func (c *Client) stage(ctx context.Context, scope string, resp *rebuildResponse)
 		}
 	}
 	return tx.Commit()
-}
-
-// replaceScope makes the staged rebuild the scope's contents: rows it no longer
-// holds leave it, staged rows are applied, and the cursor is set.
-func (a *applier) replaceScope(scope, cursor string) error {
-	gone, err := a.scopeRows(`SELECT tbl, pk FROM _synchro_rows r WHERE scope = ?
-		AND NOT EXISTS (SELECT 1 FROM _synchro_staging s WHERE s.scope = r.scope AND s.tbl = r.tbl AND s.pk = r.pk)`, scope)
-	if err != nil {
-		return err
-	}
-	for _, r := range gone {
-		if err := a.removeByText(scope, r[0], r[1]); err != nil {
-			return err
-		}
-	}
-	after := [2]string{"", ""}
-	for {
-		type staged struct {
-			tbl, pk, row string
-			version      string
-			checksum     int64
-		}
-		rows, err := a.tx.QueryContext(a.ctx, `SELECT tbl, pk, row, server_version, row_checksum FROM _synchro_staging
-			WHERE scope = ? AND (tbl, pk) > (?, ?) ORDER BY tbl, pk LIMIT 500`, scope, after[0], after[1])
-		if err != nil {
-			return err
-		}
-		var chunk []staged
-		for rows.Next() {
-			var s staged
-			if err := rows.Scan(&s.tbl, &s.pk, &s.row, &s.version, &s.checksum); err != nil {
-				rows.Close()
-				return err
-			}
-			chunk = append(chunk, s)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(chunk) == 0 {
-			break
-		}
-		for _, s := range chunk {
-			t := a.m.byName[s.tbl]
-			k, err := a.key(t, json.RawMessage(s.pk))
-			if err != nil {
-				return err
-			}
-			if err := a.upsert(scope, t, k, json.RawMessage(s.row), s.version, uint32(s.checksum)); err != nil {
-				return err
-			}
-		}
-		after = [2]string{chunk[len(chunk)-1].tbl, chunk[len(chunk)-1].pk}
-	}
-	if _, err := a.tx.ExecContext(a.ctx, `DELETE FROM _synchro_staging WHERE scope = ?`, scope); err != nil {
-		return err
-	}
-	return a.setCursor(scope, &cursor)
 }
 
 func randomID() string {

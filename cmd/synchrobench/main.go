@@ -49,7 +49,7 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
-	only := flag.String("only", "", "run only the capture (or only its latency) or the sync measures: capture, latency, sync")
+	only := flag.String("only", "", "run only the capture (or only its latency), the sync or the SDK measures: capture, latency, sync, sdk")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -99,8 +99,8 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 		}
 		rows = append(rows, r...)
 	}
-	if only == "" || only == "sync" {
-		r, err := syncRun(ctx, adminURL, seconds)
+	if only == "" || only == "sync" || only == "sdk" {
+		r, err := syncRun(ctx, adminURL, seconds, only == "sdk")
 		if err != nil {
 			return fmt.Errorf("sync: %w", err)
 		}

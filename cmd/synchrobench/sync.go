@@ -206,7 +206,8 @@ func percentiles(samples []time.Duration) (p50, p99 float64) {
 // commit-to-pull-visible latency, pull page latency under 1,000 polling clients,
 // rebuild throughput of a 100,000-row scope and synchrod's peak memory, each
 // beside a same-run baseline of plain SQL.
-func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
+// With sdkOnly it measures the SDK's first sync alone.
+func syncRun(ctx context.Context, adminURL string, seconds int, sdkOnly bool) ([]row, error) {
 	url, pool, drop, err := benchDB(ctx, adminURL, "bench_sync")
 	if err != nil {
 		return nil, err
@@ -220,6 +221,9 @@ func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 	idle, err := srv.memory("VmRSS")
 	if err != nil {
 		return nil, err
+	}
+	if sdkOnly {
+		return sdkBench(ctx, srv, pool)
 	}
 	var rows []row
 
@@ -238,6 +242,10 @@ func syncRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 	rows = append(rows, r...)
 	if r, err = rebuildBench(ctx, srv, pool); err != nil {
 		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	rows = append(rows, r...)
+	if r, err = sdkBench(ctx, srv, pool); err != nil {
+		return nil, fmt.Errorf("SDK first sync: %w", err)
 	}
 	rows = append(rows, r...)
 	peak, err := srv.memory("VmHWM")
