@@ -81,7 +81,8 @@ type table struct {
 	ReadOnly   bool     `json:"read_only"`
 	Columns    []column `json:"columns"`
 
-	types map[string]string // column -> portable type
+	types    map[string]string // column -> portable type
+	nullable map[string]bool   // column -> NULL allowed on the server
 	// SQL built once per table.
 	upsertSQL, deleteSQL, keySQL, rekeySQL string
 }
@@ -120,8 +121,9 @@ func parseManifest(raw []byte) (*manifest, error) {
 		}
 		folded[name] = true
 		m.byName[t.Name] = t
-		t.types = map[string]string{}
+		t.types, t.nullable = map[string]string{}, map[string]bool{}
 		for _, c := range t.Columns {
+			t.nullable[c.Name] = c.Nullable
 			if _, ok := sqliteTypes[c.Type]; !ok {
 				return nil, fmt.Errorf("table %q column %q: unknown type %q", t.Name, c.Name, c.Type)
 			}
@@ -184,8 +186,10 @@ func (t *table) isKey(col string) bool {
 func (t *table) createSQL() string {
 	defs := make([]string, 0, len(t.Columns)+1)
 	for _, c := range t.Columns {
+		// Only the key is NOT NULL locally: a local insert may leave out a column
+		// the server fills with its default (wireColumns does not push it).
 		d := quoteIdent(c.Name) + " " + sqliteTypes[c.Type]
-		if !c.Nullable {
+		if t.isKey(c.Name) {
 			d += " NOT NULL"
 		}
 		defs = append(defs, d)

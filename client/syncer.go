@@ -344,7 +344,11 @@ func (c *Client) wireColumns(m *mutation, cols sql.NullString) error {
 	m.Columns = map[string]json.RawMessage{}
 	for name, raw := range rec {
 		typ, ok := t.types[name]
-		if !ok || t.isKey(name) {
+		if !ok || t.isKey(name) || (isNull(raw) && !t.nullable[name]) {
+			// A NULL in a column the server declares NOT NULL was left out by
+			// the application: the server fills it (its default) or refuses the
+			// mutation (validation_failed), and its answer's row replaces the
+			// local one.
 			continue
 		}
 		if m.Columns[name], err = toWire(typ, raw); err != nil {
