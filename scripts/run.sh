@@ -24,6 +24,18 @@ elif [ ! -x "$psql_bin" ]; then
   psql_bin=$(command -v psql || true)
 fi
 
+# The address synchrod will listen on: refuse at once when something listens
+# there already (another make run, say), before migrating or starting anything.
+listen=${SYNCHRO_LISTEN:-127.0.0.1:8080}
+listen_host=${listen%:*}
+listen_port=${listen##*:}
+case "$listen_host" in "" | 0.0.0.0 | "[::]") listen_host=127.0.0.1 ;; esac
+listening() { (: </dev/tcp/"$listen_host"/"$listen_port") 2>/dev/null; }
+if listening; then
+  echo "run: $listen is already in use (another make run?): stop what listens there, or set SYNCHRO_LISTEN" >&2
+  exit 1
+fi
+
 mkdir -p .synchro/bin
 go build -o .synchro/bin/ ./cmd/synchrod ./cmd/synchroctl
 
@@ -51,43 +63,52 @@ if [ -z "${SYNCHRO_AUTH_MODE:-}" ]; then
     SYNCHRO_JWT_HS256_SECRET=$(cat "$secret_file")
     export SYNCHRO_JWT_HS256_SECRET
     echo "auth: jwt with the development secret in $secret_file" >&2
-    echo "dev token: SYNCHRO_JWT_HS256_SECRET=\$(cat $secret_file) .synchro/bin/synchroctl dev-token --user u1" >&2
+    echo "dev token: make token USER=u1" >&2
   fi
 fi
 
 .synchro/bin/synchroctl migrate
-if [ -z "$example_sql" ]; then
-  exec .synchro/bin/synchrod
-fi
 
-# The example is applied once the worker has started the capture stream (created
-# the replication slot): rows written before that are never captured, so the
-# example's seed rows would not reach any client.
-if [ -z "$psql_bin" ] || [ ! -x "$psql_bin" ]; then
+if [ -n "$example_sql" ] && { [ -z "$psql_bin" ] || [ ! -x "$psql_bin" ]; }; then
   echo "run: EXAMPLE=$EXAMPLE needs psql (set PG_BIN or put psql on PATH)" >&2
   exit 1
 fi
 .synchro/bin/synchrod &
 synchrod_pid=$!
 trap 'kill -TERM "$synchrod_pid" 2>/dev/null || true' INT TERM
+finish() { # waits for synchrod and exits with its status
+  local status=0
+  wait "$synchrod_pid" || status=$?
+  while kill -0 "$synchrod_pid" 2>/dev/null; do # the wait was interrupted by a signal
+    status=0
+    wait "$synchrod_pid" || status=$?
+  done
+  if [ "$status" != 0 ] && [ "$status" != 143 ] && [ "$status" != 130 ]; then
+    echo "run: synchrod exited with status $status (its last log line above says why)" >&2
+  fi
+  exit "$status"
+}
 stop() {
   kill -TERM "$synchrod_pid" 2>/dev/null || true
-  wait "$synchrod_pid" 2>/dev/null || true
-  exit 1
+  finish
 }
-stream_started() {
-  [ "$("$psql_bin" -X -q -At "$SYNCHRO_DATABASE_URL" -c "SELECT EXISTS (SELECT FROM synchro.progress)" 2>/dev/null)" = t ]
-}
-for i in $(seq 1 1500); do
-  kill -0 "$synchrod_pid" 2>/dev/null || break
-  stream_started && break
-  if [ "$i" = 25 ]; then
-    echo "run: waiting for the capture worker to start the stream before applying $example_sql" \
-      "(creating the replication slot waits for the cluster's open transactions)" >&2
-  fi
-  sleep 0.2
-done
-if kill -0 "$synchrod_pid" 2>/dev/null; then
+
+# The example is applied once the worker has started the capture stream (created
+# the replication slot): rows written before that are never captured, so the
+# example's seed rows would not reach any client.
+if [ -n "$example_sql" ]; then
+  stream_started() {
+    [ "$("$psql_bin" -X -q -At "$SYNCHRO_DATABASE_URL" -c "SELECT EXISTS (SELECT FROM synchro.progress)" 2>/dev/null)" = t ]
+  }
+  for i in $(seq 1 1500); do
+    kill -0 "$synchrod_pid" 2>/dev/null || finish
+    stream_started && break
+    if [ "$i" = 25 ]; then
+      echo "run: waiting for the capture worker to start the stream before applying $example_sql" \
+        "(creating the replication slot waits for the cluster's open transactions)" >&2
+    fi
+    sleep 0.2
+  done
   if ! stream_started; then
     echo "run: warning: the capture stream has not started after 5 minutes; rows $example_sql writes now will not be captured" >&2
   fi
@@ -99,10 +120,14 @@ if kill -0 "$synchrod_pid" 2>/dev/null; then
     stop
   fi
 fi
-status=0
-wait "$synchrod_pid" || status=$?
-while kill -0 "$synchrod_pid" 2>/dev/null; do # the wait was interrupted by a signal
-  status=0
-  wait "$synchrod_pid" || status=$?
+
+# Ready once synchrod answers on its address (it listens before anything else).
+for i in $(seq 1 300); do
+  kill -0 "$synchrod_pid" 2>/dev/null || finish
+  if listening; then
+    echo "run: ready on http://$listen_host:$listen_port (Ctrl-C stops synchrod; make stop-db stops the cluster)" >&2
+    break
+  fi
+  sleep 0.1
 done
-exit "$status"
+finish

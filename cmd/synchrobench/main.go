@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/logging"
 	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
@@ -203,7 +204,7 @@ func workerConfig(url string) wal.Config {
 		out = os.Stderr
 	}
 	return wal.Config{DatabaseURL: url, Slot: "synchro_" + cfg.Database, Publication: "synchro", WorkerID: "bench",
-		Log: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		Log: logging.NewAt(out, slog.LevelDebug)}
 }
 
 // startWorker runs a worker until the returned stop is called.

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/synchro-sync/synchro/internal/logging"
 )
 
 // command is one synchroctl subcommand.
@@ -31,7 +33,7 @@ var commands = map[string]command{
 }
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := logging.New(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(os.Args) < 2 {

@@ -19,17 +19,14 @@ import (
 	"github.com/synchro-sync/synchro/internal/auth"
 	"github.com/synchro-sync/synchro/internal/config"
 	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/logging"
 	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/migrate"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
 
 func main() {
-	level := slog.LevelInfo
-	if os.Getenv("SYNCHRO_LOG_LEVEL") == "debug" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := logging.New(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], log); err != nil {
@@ -125,6 +122,13 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("configure protocol: %w", err)
 	}
 
+	// Listen before the worker starts: a taken address fails the start before
+	// the worker may create the capture stream.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	m := metrics.New(pool)
 	workerDone := make(chan error, 1)
 	if *runWorker {
@@ -142,10 +146,6 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		go func() { workerDone <- w.Run(ctx) }()
 	}
 
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	router := httpapi.NewRouter(httpapi.Deps{Pool: servicePool, Metrics: m, Sync: &httpapi.Sync{
 		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
 		PushLockTimeout: *pushLockTimeout, Log: log, Metrics: m, MaxUserRequests: *maxUserRequests,
