@@ -1,6 +1,6 @@
 // Package client is the Go client SDK of Synchro: a local SQLite replica of the
 // scopes the server assigns to a user, kept in sync over the wire protocol v3
-// (docs/protocol-v3.md).
+// (docs/protocol.md).
 //
 // The application reads and writes the synced tables with plain SQL through
 // DB(). SQLite triggers capture every local insert, update and delete into a

@@ -11,7 +11,7 @@ import (
 	"net/http"
 )
 
-// Wire shapes of docs/protocol-v3.md (only the fields the SDK uses).
+// Wire shapes of docs/protocol.md (only the fields the SDK uses).
 type (
 	schemaRef struct {
 		Version int64  `json:"version"`

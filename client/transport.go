@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Error is a protocol error answer of the server (docs/protocol-v3.md,
+// Error is a protocol error answer of the server (docs/protocol.md,
 // "Errors"), a transport failure (Status 0, Code "transport") once the SDK's
 // retries are exhausted, or an answer the SDK refuses: invalid_response (a 200
 // that is not the expected JSON) or response_too_large (a body over

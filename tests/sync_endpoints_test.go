@@ -18,7 +18,7 @@ import (
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
-// Black-box tests of the sync endpoints (docs/protocol-v3.md): every request
+// Black-box tests of the sync endpoints (docs/protocol.md): every request
 // error code, every push rejection code, connect's schema negotiation and scope
 // diff, scope assignment, the capture gate, gzip, and that error answers leak
 // neither SQL nor submitted values.

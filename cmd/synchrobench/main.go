@@ -390,7 +390,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 // what the machine's cores allow per row at the target rate, and what the WAL
 // sender spent on the same rows in the raw decode (raw), which reads the source
 // WAL alone. The WAL sender is one process, and materialization runs serially
-// in commit order (ADR 001) in one backend: at the CPU time per row of either,
+// in commit order (docs/change-stream.md) in one backend: at the CPU time per row of either,
 // the rows per second of one core bound capture whatever the others cost (the
 // materialization figure also holds the worker's other, small queries, so its
 // bound is a little low).
