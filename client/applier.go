@@ -557,9 +557,10 @@ func (a *applier) page(requested map[string]cursorRef, resp *pullResponse, rep *
 // replaceScope makes the staged rebuild the scope's contents: rows it no longer
 // holds leave it, staged rows are applied, and the cursor is set. The scope's
 // row metadata and the rows' server images are copied from staging in two
-// statements; the local rows are written one by one (their values converted
-// from wire form), except those with queued local changes, which their push
-// resolves. A staged row whose key is not its record's key fails the whole
+// statements, and so are the local rows of tables SQLite can convert by itself
+// (table.stagedSQL); those of other tables are written one by one (their
+// values converted from wire form in Go). Rows with queued local changes are
+// left to their push. A staged row whose key is not its record's key fails the whole
 // replacement: the local table and the scope's metadata would name different
 // rows.
 func (a *applier) replaceScope(scope, cursor string) error {
@@ -583,15 +584,36 @@ func (a *applier) replaceScope(scope, cursor string) error {
 		ON CONFLICT (tbl, pk) DO UPDATE SET row = excluded.row, server_version = excluded.server_version, pushed = excluded.pushed`, scope); err != nil {
 		return err
 	}
+	// Tables whose rows SQLite can write from staging by itself (prepareStaged);
+	// the others are written row by row below.
+	var byRow []string
+	for _, t := range a.m.Tables {
+		if t.stagedSQL == "" {
+			byRow = append(byRow, t.Name)
+			continue
+		}
+		var wrong string
+		switch err := a.tx.QueryRowContext(a.ctx, t.stagedKeySQL, scope).Scan(&wrong); {
+		case err == nil:
+			return fmt.Errorf("synchro: table %s: the row delivered for key %s has another key", t.Name, wrong)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if _, err := a.tx.ExecContext(a.ctx, t.stagedSQL, scope); err != nil {
+			return err
+		}
+	}
+	tables, _ := json.Marshal(byRow)
 	after := [2]string{"", ""}
-	for {
+	for len(byRow) > 0 {
 		type staged struct {
 			tbl, pk, row string
 			pending      bool
 		}
 		rows, err := a.tx.QueryContext(a.ctx, `SELECT s.tbl, s.pk, s.row,
 			EXISTS (SELECT 1 FROM _synchro_queue q WHERE q.tbl = s.tbl AND q.pk = s.pk)
-			FROM _synchro_staging s WHERE s.scope = ? AND (s.tbl, s.pk) > (?, ?) ORDER BY s.tbl, s.pk LIMIT 500`, scope, after[0], after[1])
+			FROM _synchro_staging s WHERE s.scope = ? AND s.tbl IN (SELECT value FROM json_each(?))
+			  AND (s.tbl, s.pk) > (?, ?) ORDER BY s.tbl, s.pk LIMIT 500`, scope, string(tables), after[0], after[1])
 		if err != nil {
 			return err
 		}
