@@ -1049,3 +1049,44 @@ func TestRefusedChangeKeepsLaterEdits(t *testing.T) {
 		t.Fatalf("rejections %+v, %v; want the two refused changes and the later edit of a", rs, err)
 	}
 }
+
+// TestRebuildRowOfAnotherKey: a rebuild record whose row carries another key
+// than its pk fails the scope's replacement, which changes nothing, both for a
+// table whose rows SQLite writes from staging (nums) and for one written row by
+// row (items).
+func TestRebuildRowOfAnotherKey(t *testing.T) {
+	for _, tc := range []struct{ table, pk, row string }{
+		{"nums", `{"id":1}`, `{"id":2,"v":"x"}`},
+		{"items", `{"id":"a"}`, `{"id":"b","n":1}`},
+	} {
+		c := openLocal(t)
+		ctx := context.Background()
+		if (c.schema.byName[tc.table].stagedSQL != "") != (tc.table == "nums") {
+			t.Fatalf("%s: stagedSQL %q", tc.table, c.schema.byName[tc.table].stagedSQL)
+		}
+		var resp rebuildResponse
+		resp.Records = append(resp.Records, struct {
+			Table         string          `json:"table"`
+			PK            json.RawMessage `json:"pk"`
+			Row           json.RawMessage `json:"row"`
+			ServerVersion string          `json:"server_version"`
+			RowChecksum   uint32          `json:"row_checksum"`
+		}{tc.table, json.RawMessage(tc.pk), json.RawMessage(tc.row), "v1", 1})
+		if err := c.stage(ctx, "s1", &resp); err != nil {
+			t.Fatal(err)
+		}
+		err := c.apply(ctx, func(a *applier) error { return a.replaceScope("s1", "c1") })
+		if err == nil || !strings.Contains(err.Error(), "another key") {
+			t.Fatalf("%s: replaceScope: %v; want the row of another key refused", tc.table, err)
+		}
+		for q, want := range map[string]int{
+			`SELECT count(*) FROM ` + tc.table:     0,
+			`SELECT count(*) FROM _synchro_rows`:   0,
+			`SELECT count(*) FROM _synchro_scopes`: 0,
+		} {
+			if got := count(t, c, q); got != want {
+				t.Errorf("%s: %s = %d, want %d", tc.table, q, got, want)
+			}
+		}
+	}
+}
