@@ -174,7 +174,7 @@ func TestCapture(t *testing.T) {
 	requireQueue(t, c, entry{Op: "update", PK: `{"id":"b"}`, Base: "v1", Sent: true}, entry{Op: "update", PK: `{"id":"b"}`, Base: "v1"})
 	var rep Report
 	err = c.apply(ctx, func(a *applier) error {
-		_, err := a.outcomes(batch, []outcome{{MutationID: m.MutationID, Status: "applied", ServerVersion: ptr("v2"),
+		_, err := pushApplier{a}.outcomes(batch, []outcome{{MutationID: m.MutationID, Status: "applied", ServerVersion: ptr("v2"),
 			ServerRow: json.RawMessage(`{"id":"b","n":5,"done":false,"data":"/w==","meta":{"k":[1,"x"]}}`)}}, &rep)
 		return err
 	})
@@ -309,7 +309,7 @@ func TestConflictImageAheadKeepsCursor(t *testing.T) {
 		t.Fatalf("batch %d, %v", len(batch), err)
 	}
 	if err := c.apply(ctx, func(a *applier) error {
-		_, err := a.outcomes(batch, []outcome{{MutationID: batch[0].m.MutationID, Status: "conflict", Code: "version_conflict",
+		_, err := pushApplier{a}.outcomes(batch, []outcome{{MutationID: batch[0].m.MutationID, Status: "conflict", Code: "version_conflict",
 			ServerVersion: ptr("v7"), ServerRow: json.RawMessage(`{"id":"b","n":7}`)}}, &Report{})
 		return err
 	}); err != nil {
@@ -375,7 +375,7 @@ func TestRejectionsRevert(t *testing.T) {
 	}
 	var rep Report
 	err = c.apply(ctx, func(a *applier) error {
-		_, err := a.outcomes(batch, []outcome{
+		_, err := pushApplier{a}.outcomes(batch, []outcome{
 			{MutationID: id[`{"id":"a"}`], Status: "rejected", Code: "policy_rejected", Message: "no"},
 			{MutationID: id[`{"id":"b"}`], Status: "conflict", Code: "version_conflict", ServerVersion: ptr("v7"), ServerRow: json.RawMessage(`{"id":"b","n":7}`)},
 			{MutationID: id[`{"id":"new"}`], Status: "rejected", Code: "validation_failed", Message: "bad"},
@@ -419,7 +419,7 @@ func TestUnknownOutcomeKeepsChange(t *testing.T) {
 	}
 	for _, status := range []string{"accepted", ""} {
 		err = c.apply(ctx, func(a *applier) error {
-			_, err := a.outcomes(batch, []outcome{{MutationID: batch[0].m.MutationID, Status: status}}, &Report{})
+			_, err := pushApplier{a}.outcomes(batch, []outcome{{MutationID: batch[0].m.MutationID, Status: status}}, &Report{})
 			return err
 		})
 		if err == nil {
@@ -760,7 +760,7 @@ func TestIntegerKey(t *testing.T) {
 	}
 	var rep Report
 	err = c.apply(ctx, func(a *applier) error {
-		_, err := a.outcomes(batch, []outcome{
+		_, err := pushApplier{a}.outcomes(batch, []outcome{
 			{MutationID: batch[0].m.MutationID, Status: "applied", ServerVersion: ptr("v1"), ServerRow: json.RawMessage(`{"id":7,"v":"Y"}`)},
 		}, &rep)
 		return err
@@ -953,7 +953,7 @@ func TestPushAnswerKeyIsTheServers(t *testing.T) {
 		answers = append(answers, outcome{MutationID: q.m.MutationID, Status: "applied", ServerVersion: ptr("v1"),
 			ServerRow: json.RawMessage(`{"id":"` + strings.ToLower(pk.ID) + `","n":1}`)})
 	}
-	if err := c.apply(ctx, func(a *applier) error { _, err := a.outcomes(batch, answers, &Report{}); return err }); err != nil {
+	if err := c.apply(ctx, func(a *applier) error { _, err := pushApplier{a}.outcomes(batch, answers, &Report{}); return err }); err != nil {
 		t.Fatal(err)
 	}
 	requireRows := func() {
@@ -1014,7 +1014,7 @@ func TestRefusedChangeKeepsLaterEdits(t *testing.T) {
 	answer := func(batch []queued, answers ...outcome) {
 		t.Helper()
 		var rep Report
-		if err := c.apply(ctx, func(a *applier) error { _, err := a.outcomes(batch, answers, &rep); return err }); err != nil {
+		if err := c.apply(ctx, func(a *applier) error { _, err := pushApplier{a}.outcomes(batch, answers, &rep); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if rep.Rejected != len(answers) {
