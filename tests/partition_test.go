@@ -1,8 +1,8 @@
 package tests
 
 // Partition retirement and partition drift of registered
-// partitioned relations (ADR 001, "Registry activation and relation drift";
-// docs/decisions.md, "Partitions:"; README, synchro.guard_partitions,
+// partitioned relations (docs/change-stream.md, "Registry activation and relation drift";
+// docs/decisions.md, "Relation drift the stream cannot show"; docs/registration.md, "Partitions": synchro.guard_partitions,
 // synchro.detach_partition, synchro.forget_lost_partition). The promise under
 // test: no row change of a registered relation is silently lost or published
 // wrongly, and capture never blocks for good on a legitimate, documented
