@@ -1136,23 +1136,27 @@ func TestMaterializeTransactionLargerThanOneValue(t *testing.T) {
 	requireDigests(t, d)
 }
 
-// TestPartialImageWithoutProjectionIsQuarantined: a row written before its
-// table was registered has no projection. An update that leaves its out-of-line
-// value out of the image (pgoutput sends such partial images once the key guard,
-// which rebuilds the tuple, is disabled) cannot be completed: the transaction is
-// quarantined rather than published without the column.
+// TestPartialImageWithoutProjectionIsQuarantined: a row with no projection
+// (registration refuses a populated relation, but the rows of a partition
+// attached while populated have none; here the row's projection is removed).
+// An update that leaves its out-of-line value out of the image (pgoutput sends
+// such partial images once the key guard, which rebuilds the tuple, is
+// disabled) cannot be completed: the transaction is quarantined rather than
+// published without the column.
 func TestPartialImageWithoutProjectionIsQuarantined(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	d.Exec(t, `CREATE SCHEMA app;
 		CREATE TABLE app.big (id int PRIMARY KEY, body text, v text);
 		ALTER TABLE app.big ALTER COLUMN body SET STORAGE EXTERNAL;
-		INSERT INTO app.big VALUES (1, repeat('SECRET-', 1000), 'before');
 		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}');
 		ALTER TABLE app.big DISABLE TRIGGER synchro_key_guard`)
 	cfg := workerConfig(d, "w1")
 	log := logTo(&cfg)
 	startStreaming(t, d, cfg)
+	commitTxn(t, d, `INSERT INTO app.big VALUES (1, repeat('SECRET-', 1000), 'before')`)
+	waitMaterialized(t, d)
+	d.Exec(t, `DELETE FROM synchro.projection`)
 	bad := commitTxn(t, d, `UPDATE app.big SET v = 'SECRET-123' WHERE id = 1`)
 	later := commitTxn(t, d, `INSERT INTO app.big VALUES (2, 'small', 'after')`)
 	waitPoison(t, d)
