@@ -182,10 +182,16 @@ BEGIN
                     WHEN NOT b.prog_found THEN format('no stream started (newest heartbeat: worker %s, %s, %ss old)',
                                                       b.nw_worker, b.nw_state, round(extract(epoch FROM b.nw_age), 1))
                     WHEN b.nw_worker IS NULL THEN 'no worker heartbeat'
+                    -- The stream record names the active slot; a worker started
+                    -- with another --slot refuses to stream, and is named.
                     WHEN NOT EXISTS (SELECT FROM fresh f WHERE f.state = 'streaming' AND f.database_name = current_database()
                                                            AND f.slot_name = b.slot_name)
-                        THEN format('no streaming worker with a fresh heartbeat (newest: worker %s, %s, %ss old)',
-                                    b.nw_worker, b.nw_state, round(extract(epoch FROM b.nw_age), 1))
+                        THEN coalesce((SELECT format('worker %s runs with --slot %s, but the active stream''s slot is %s',
+                                                     f.worker_id, f.slot_name, b.slot_name)
+                                       FROM fresh f WHERE f.slot_name IS DISTINCT FROM b.slot_name
+                                       ORDER BY f.heartbeat_at DESC, f.worker_id LIMIT 1),
+                                      format('no streaming worker with a fresh heartbeat (newest: worker %s, %s, %ss old)',
+                                             b.nw_worker, b.nw_state, round(extract(epoch FROM b.nw_age), 1)))
                END,
                (SELECT format('worker %s streaming', f.worker_id) FROM fresh f
                 WHERE f.state = 'streaming' AND f.database_name = current_database() AND f.slot_name = b.slot_name
