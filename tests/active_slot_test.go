@@ -29,7 +29,8 @@ func TestWorkerRefusesSlotOtherThanTheActiveStreams(t *testing.T) {
 
 	other := d.CreateSlot(t)
 	pending := commitTxn(t, d, `INSERT INTO app.docs VALUES (2, 'b')`)
-	slotsBefore := rowsOf(t, d, `SELECT slot_name || ' ' || confirmed_flush_lsn FROM pg_replication_slots ORDER BY 1`)
+	const slots = `SELECT slot_name || ' ' || confirmed_flush_lsn || ' ' || active FROM pg_replication_slots WHERE slot_name IN ($1, $2) ORDER BY 1`
+	slotsBefore := rowsOf(t, d, slots, cfg.Slot, other)
 
 	wrong := cfg
 	wrong.WorkerID, wrong.Slot = "w2", other
@@ -45,7 +46,7 @@ func TestWorkerRefusesSlotOtherThanTheActiveStreams(t *testing.T) {
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, pending.xid); n != 0 {
 		t.Fatalf("the worker on slot %s materialized a transaction", other)
 	}
-	if got := rowsOf(t, d, `SELECT slot_name || ' ' || confirmed_flush_lsn FROM pg_replication_slots ORDER BY 1`); strings.Join(got, ",") != strings.Join(slotsBefore, ",") {
+	if got := rowsOf(t, d, slots, cfg.Slot, other); strings.Join(got, ",") != strings.Join(slotsBefore, ",") {
 		t.Fatalf("slots %v, were %v", got, slotsBefore)
 	}
 	waitFor(t, "readiness naming both slots", 30*time.Second, func() (bool, error) {
