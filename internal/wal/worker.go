@@ -424,12 +424,16 @@ func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
+	var created time.Time
+	if err := w.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&created); err != nil {
+		return err
+	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, w.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
 	if err != nil {
 		return fmt.Errorf("create slot %s: %w", w.cfg.Slot, err)
 	}
-	if _, err := w.pool.Exec(ctx, `SELECT synchro.start_stream($1, $2::pg_lsn)`, w.cfg.Slot, res.ConsistentPoint); err != nil {
+	if _, err := w.pool.Exec(ctx, `SELECT synchro.start_stream($1, $2::pg_lsn, $3)`, w.cfg.Slot, res.ConsistentPoint, created); err != nil {
 		return err
 	}
 	w.cfg.Log.Info("stream generation started", "worker", w.cfg.WorkerID, "slot", w.cfg.Slot, "generation_start", res.ConsistentPoint)

@@ -24,8 +24,9 @@
 --     can quote row values) is raised again with its SQLSTATE and no text of
 --     its own, so that neither the server log nor the worker sees row values;
 --   * a retried poison transaction that now materializes is resolved with it;
---   * the progress row moves to the last transaction's end point and the
---     processed boundary to its end_lsn.
+--   * the progress row moves to the last transaction's end point (and its
+--     source commit time, synchro.commit_lag) and the processed boundary to
+--     its end_lsn.
 --
 -- batch, in commit order: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}]
 -- staged events, one row per applicable event: synchro_seg_event (seq: the
@@ -139,8 +140,8 @@ BEGIN
       AND commit_lsn IN (SELECT t.commit_lsn FROM synchro_seg_txn t);
 
     UPDATE synchro.progress p
-    SET (materialized_commit_lsn, materialized_end_lsn, processed_end_lsn, registry_generation, updated_at) =
-        (SELECT t.commit_lsn, t.end_lsn, greatest(p.processed_end_lsn, t.end_lsn),
+    SET (materialized_commit_lsn, materialized_commit_time, materialized_end_lsn, processed_end_lsn, registry_generation, updated_at) =
+        (SELECT t.commit_lsn, t.commit_time, t.end_lsn, greatest(p.processed_end_lsn, t.end_lsn),
                 greatest(p.registry_generation, (SELECT max(a.registry_generation) FROM synchro_seg_txn a)), now()
          FROM synchro_seg_txn t ORDER BY t.seq DESC LIMIT 1);
 END
