@@ -37,6 +37,7 @@ DECLARE
     dep text;
     dep_sql text;
     declared oid[] := '{}';
+    reads_own boolean;
 BEGIN
     IF jsonb_typeof(rule) IS DISTINCT FROM 'object' OR jsonb_typeof(rule->'kind') IS DISTINCT FROM 'string' THEN
         RAISE EXCEPTION 'synchro: relation % rejected: scope_rule must be an object with a "kind" (shared, column, path, members, sql)', qname
@@ -149,7 +150,7 @@ BEGIN
                 declared := declared || synchro.resolve_relation_name(dep, 'relation ' || qname || ' sql scope_rule impacts');
             END LOOP;
         END IF;
-        PERFORM synchro.check_rule_query(rule->>'membership', rel, 'sql scope_rule membership', declared);
+        reads_own := synchro.check_rule_query(rule->>'membership', rel, 'sql scope_rule membership', declared);
         IF rule ? 'impacts' THEN
             FOR dep, dep_sql IN SELECT key, value #>> '{}' FROM jsonb_each(rule->'impacts') LOOP
                 target := synchro.resolve_relation_name(dep, 'relation ' || qname || ' sql scope_rule impacts');
@@ -159,7 +160,11 @@ BEGIN
                     jsonb_build_object('relation', synchro.qualified_name(target), 'query', dep_sql));
             END LOOP;
         END IF;
-        normalized := jsonb_build_object('kind', kind, 'membership', rule->>'membership', 'impacts', impacts);
+        -- A membership that reads rel's own projection depends on rel's other
+        -- rows: each transaction changing rel is materialized on its own
+        -- (synchro.segmenting_relation), against its own state.
+        normalized := jsonb_build_object('kind', kind, 'membership', rule->>'membership', 'impacts', impacts)
+                      || CASE WHEN reads_own THEN '{"reads_own_projection": true}'::jsonb ELSE '{}' END;
         columns := synchro.relation_columns(rel);
     ELSE
         RAISE EXCEPTION 'synchro: relation % rejected: unknown scope_rule kind "%" (shared, column, path, members, sql)', qname, kind

@@ -112,15 +112,16 @@ BEGIN
     -- its SQLSTATE only; Synchro's own errors quote no row values and pass as
     -- they are.
     BEGIN
-        -- Segments: a transaction that changes a relation some rule reads stands
-        -- alone; the transactions between such ones form one segment each.
+        -- Segments: a transaction that changes a relation some rule reads
+        -- (synchro.segmenting_relation) stands alone; the transactions between
+        -- such ones form one segment each.
         FOR lo, hi IN
             SELECT min(x.seq), max(x.seq)
             FROM (SELECT t.seq, 2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                                 + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
                   FROM synchro_seg_txn t
                   LEFT JOIN (SELECT DISTINCT e.seq FROM synchro_seg_event e
-                             WHERE e.r IN (SELECT relation_id FROM synchro.rule_read)) r ON r.seq = t.seq) x
+                             WHERE e.r IN (SELECT relation_id FROM synchro.segmenting_relation)) r ON r.seq = t.seq) x
             GROUP BY x.seg
             ORDER BY x.seg
         LOOP
