@@ -143,7 +143,7 @@ func TestRegistrationRefusesRulesFollowingTheWrongColumn(t *testing.T) {
 			state: stateInvalidParameterValue, relation: "app.t", rule: `but it references app.orgs (code)`,
 		},
 		{
-			name: "members template over a column of the registered table",
+			name:  "members template over a column of the registered table",
 			setup: docs + `CREATE TABLE app.m2 (id int PRIMARY KEY, doc_id int REFERENCES app.docs, user_id text)`,
 			call:  `SELECT synchro.register_table('app.docs', '{"kind":"members","relation":"app.m2","template":"user:{owner_id}"}')`,
 			state: stateUndefinedColumn, relation: "app.m2", rule: `members scope_rule template names unknown column "owner_id"`,
