@@ -774,6 +774,7 @@ func (s *stream) idleAck(ctx context.Context) error {
 	// also one recorded a moment ago by another session or waiting for its retry:
 	// then nothing is acknowledged and the stream goes on, as it does for a poison
 	// it has not reached. Like the acknowledgement, it waits for the progress row.
+	s.w.cfg.Log.Debug("idle acknowledgement", "worker", s.w.cfg.WorkerID, "target", target.String())
 	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_processed($1::pg_lsn, $2)`, target.String(), s.idleTargetAt); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55000" {
