@@ -7,7 +7,7 @@
 -- processed (caught_up_at): the lag is the time since the later of the two.
 -- NULL when the slot position or both times are unknown. Readiness, synchroctl
 -- status (synchro.stream_status) and the metric synchro_capture_lag_seconds all
--- read it here. An inlinable SQL function: no SET clause, qualified names.
+-- read it here.
 CREATE OR REPLACE FUNCTION synchro.commit_lag(materialized_commit_time timestamptz, caught_up_at timestamptz,
                                               slot_lsn pg_lsn, flush_lsn pg_lsn, at timestamptz)
 RETURNS interval
