@@ -49,7 +49,7 @@ const impactPathSeed = `INSERT INTO app.owners VALUES ('o1', 'u1'), ('o2', 'u2')
 // impactMembersSetup: docs scoped by a members relation.
 const impactMembersSetup = `CREATE SCHEMA app;
 	CREATE TABLE app.docs (id int PRIMARY KEY, title text);
-	CREATE TABLE app.doc_members (id bigint PRIMARY KEY, doc_id int, user_id text);
+	CREATE TABLE app.doc_members (id bigint PRIMARY KEY, doc_id int REFERENCES app.docs ON DELETE SET NULL, user_id text);
 	SELECT synchro.register_table('app.docs', '{"kind":"members","relation":"app.doc_members","column":"doc_id","template":"user:{user_id}"}')`
 
 const impactMembersLive = `
@@ -520,7 +520,7 @@ func TestImpactReplayIsNoOp(t *testing.T) {
 // synced table (member rows are in their user's scope).
 const impactSyncedMembersSetup = `CREATE SCHEMA app;
 	CREATE TABLE app.docs (id int PRIMARY KEY, title text);
-	CREATE TABLE app.doc_members (id bigint PRIMARY KEY, doc_id int, user_id text);
+	CREATE TABLE app.doc_members (id bigint PRIMARY KEY, doc_id int REFERENCES app.docs ON DELETE SET NULL, user_id text);
 	SELECT synchro.register_table('app.doc_members', '{"kind":"column","template":"user:{user_id}"}');
 	SELECT synchro.register_table('app.docs', '{"kind":"members","relation":"app.doc_members","column":"doc_id","template":"user:{user_id}"}');
 	CREATE TABLE app.plain (id int PRIMARY KEY);

@@ -298,7 +298,9 @@ func TestMaterializeTransactionWithoutApplicableEvents(t *testing.T) {
 		ALTER PUBLICATION synchro ADD TABLE app.plain;
 		-- Neither registered nor published: pgoutput sends nothing for it.
 		CREATE TABLE app.hidden (id int PRIMARY KEY)`)
-	startStreaming(t, d, workerConfig(d, "w1"))
+	cfg := workerConfig(d, "w1")
+	log := logTo(&cfg)
+	startStreaming(t, d, cfg)
 	commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'x')`)
 	waitMaterialized(t, d)
 	effectsBefore := queryInt(t, d, `SELECT count(*) FROM synchro.effect`)
@@ -337,14 +339,26 @@ func TestMaterializeTransactionWithoutApplicableEvents(t *testing.T) {
 	requireTransactionEnd(commitTxn(t, d, `SELECT pg_logical_emit_message(true, 'acme.other', 'not synchro')`), 0)
 
 	// A write pgoutput does not send is no decoded transaction: the idle
-	// acknowledgement passes it without a ledger row.
+	// acknowledgement passes it without a ledger row. What it acknowledges is
+	// exactly a WAL flush position the worker read before it asked for the
+	// keepalive (logged before it is recorded), one at or past the flush
+	// position the test read before waiting: processed boundary, acknowledgement
+	// and slot all at it, not at the keepalive's WAL end.
 	hidden := commitTxn(t, d, `INSERT INTO app.hidden VALUES (1)`)
-	waitMaterialized(t, d)
+	flushed := queryText(t, d, `SELECT pg_current_wal_flush_lsn()::text`)
+	var ack string
+	waitFor(t, "an idle acknowledgement at a flush position the worker read", 30*time.Second, func() (bool, error) {
+		var at bool
+		err := d.Pool.QueryRow(context.Background(), `SELECT p.acknowledged_end_lsn::text,
+				p.acknowledged_end_lsn >= $1::pg_lsn AND p.processed_end_lsn = p.acknowledged_end_lsn AND s.confirmed_flush_lsn = p.acknowledged_end_lsn
+			FROM synchro.progress p JOIN pg_replication_slots s ON s.slot_name = p.slot_name`, flushed).Scan(&ack, &at)
+		return at && strings.Contains(log.String(), `msg="idle acknowledgement" worker=w1 target=`+ack+"\n"), err
+	})
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.txn_ledger WHERE xid = $1`, hidden.xid); n != 0 {
 		t.Fatalf("an undecoded transaction has a ledger row")
 	}
-	if n := queryInt(t, d, `SELECT count(*) FROM synchro.progress WHERE processed_end_lsn >= $1::pg_lsn`, hidden.after); n != 1 {
-		t.Fatalf("the processed boundary did not pass the unpublished write")
+	if !queryBool(t, d, `SELECT $1::pg_lsn >= $2::pg_lsn`, ack, hidden.after) {
+		t.Fatalf("the acknowledgement %s did not pass the unpublished write (%s)", ack, hidden.after)
 	}
 	if n := queryInt(t, d, `SELECT count(*) FROM synchro.effect`); n != effectsBefore {
 		t.Fatalf("transactions without applicable events produced effects")
@@ -1136,23 +1150,27 @@ func TestMaterializeTransactionLargerThanOneValue(t *testing.T) {
 	requireDigests(t, d)
 }
 
-// TestPartialImageWithoutProjectionIsQuarantined: a row written before its
-// table was registered has no projection. An update that leaves its out-of-line
-// value out of the image (pgoutput sends such partial images once the key guard,
-// which rebuilds the tuple, is disabled) cannot be completed: the transaction is
-// quarantined rather than published without the column.
+// TestPartialImageWithoutProjectionIsQuarantined: a row with no projection
+// (registration refuses a populated relation, but the rows of a partition
+// attached while populated have none; here the row's projection is removed).
+// An update that leaves its out-of-line value out of the image (pgoutput sends
+// such partial images once the key guard, which rebuilds the tuple, is
+// disabled) cannot be completed: the transaction is quarantined rather than
+// published without the column.
 func TestPartialImageWithoutProjectionIsQuarantined(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
 	d.Exec(t, `CREATE SCHEMA app;
 		CREATE TABLE app.big (id int PRIMARY KEY, body text, v text);
 		ALTER TABLE app.big ALTER COLUMN body SET STORAGE EXTERNAL;
-		INSERT INTO app.big VALUES (1, repeat('SECRET-', 1000), 'before');
 		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}');
 		ALTER TABLE app.big DISABLE TRIGGER synchro_key_guard`)
 	cfg := workerConfig(d, "w1")
 	log := logTo(&cfg)
 	startStreaming(t, d, cfg)
+	commitTxn(t, d, `INSERT INTO app.big VALUES (1, repeat('SECRET-', 1000), 'before')`)
+	waitMaterialized(t, d)
+	d.Exec(t, `DELETE FROM synchro.projection`)
 	bad := commitTxn(t, d, `UPDATE app.big SET v = 'SECRET-123' WHERE id = 1`)
 	later := commitTxn(t, d, `INSERT INTO app.big VALUES (2, 'small', 'after')`)
 	waitPoison(t, d)

@@ -747,7 +747,7 @@ func TestPoisonBlocksIdleAcknowledgement(t *testing.T) {
 	startStreaming(t, d, workerConfig(d, "w1")).stop(t)
 	before := queryText(t, d, `SELECT processed_end_lsn::text FROM synchro.progress`)
 	d.Exec(t, `SELECT synchro.quarantine(pg_current_wal_flush_lsn(), pg_current_wal_flush_lsn(), 1, 'fence_unmatched', NULL, NULL)`)
-	requireState(t, d.ExecErr(`SELECT synchro.record_processed(pg_current_wal_flush_lsn())`), "55000", "poison")
+	requireState(t, d.ExecErr(`SELECT synchro.record_processed(pg_current_wal_flush_lsn(), now())`), "55000", "poison")
 	if after := queryText(t, d, `SELECT processed_end_lsn::text FROM synchro.progress`); after != before {
 		t.Fatalf("processed boundary moved from %s to %s past a poison", before, after)
 	}

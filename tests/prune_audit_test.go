@@ -936,7 +936,7 @@ func TestPruneAuditArgumentsAndLocking(t *testing.T) {
 		t.Fatalf("pruning before any stream: %d, %d", n, e)
 	}
 	// A stream without an acknowledgement.
-	empty.Exec(t, `SELECT synchro.start_stream('no_slot', pg_current_wal_lsn())`)
+	empty.Exec(t, `SELECT synchro.start_stream('no_slot', pg_current_wal_lsn(), now())`)
 	if n, e := prune(t, empty, "0", 2147483647); n != 0 || e != 0 {
 		t.Fatalf("pruning before any acknowledgement: %d, %d", n, e)
 	}

@@ -1129,11 +1129,11 @@ func TestRegistrationDoesNotUseSearchPath(t *testing.T) {
 	d.Exec(t, `CREATE SCHEMA app; CREATE SCHEMA otherschema;
 		CREATE TABLE app.t (id int PRIMARY KEY, org_id text);
 		CREATE TABLE app.orgs (id text PRIMARY KEY);
-		CREATE TABLE app.members (id int PRIMARY KEY, t_id int, user_id text);
+		CREATE TABLE app.members (id int PRIMARY KEY, u_id int, user_id text);
 		CREATE TABLE otherschema.orgs (id text PRIMARY KEY);
 		CREATE TABLE otherschema.t (id int PRIMARY KEY, org_id text);
-		CREATE TABLE otherschema.members (id int PRIMARY KEY, t_id int REFERENCES otherschema.t, user_id text);
-		CREATE TABLE otherschema.u (id int PRIMARY KEY, org_id text)`)
+		CREATE TABLE otherschema.u (id int PRIMARY KEY, org_id text);
+		CREATE TABLE otherschema.members (id int PRIMARY KEY, u_id int REFERENCES otherschema.u, user_id text)`)
 	ctx := context.Background()
 	conn, err := d.Pool.Acquire(ctx)
 	if err != nil {
@@ -1152,7 +1152,7 @@ func TestRegistrationDoesNotUseSearchPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := conn.QueryRow(ctx, `SELECT synchro.register_table('otherschema.u',
-		'{"kind":"members","relation":"otherschema.members","column":"t_id","template":"user:{user_id}"}',
+		'{"kind":"members","relation":"otherschema.members","column":"u_id","template":"user:{user_id}"}',
 		'{"name":"other_u"}')`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}

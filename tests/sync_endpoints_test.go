@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -1232,9 +1233,13 @@ func TestSyncEndpointPushBeforeStreamStart(t *testing.T) {
 // TestSyncEndpointCaptureGate: while capture lags (the worker is stopped, its
 // heartbeat a streaming worker's), a client with an
 // accepted push is refused pull and rebuild with 503 capture_pending and
-// Retry-After (other clients are served); when readiness fails every client is
-// refused with 503 not_ready; once the worker runs again the pull succeeds and
-// delivers the pushed version (read-your-writes).
+// Retry-After (other clients are served), which change nothing: its
+// scope_set_version, scope assignment epochs and scope set stay as they were
+// although its assignment changed meanwhile, and the answer carries no cursor,
+// so its cursors stay the ones to resume from; when readiness fails every
+// client is refused with 503 not_ready, changing nothing either; once the
+// worker runs again the pull with the cursors held before succeeds and delivers
+// the pushed version (read-your-writes).
 func TestSyncEndpointCaptureGate(t *testing.T) {
 	t.Parallel()
 	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d1', 'u1', 'one')`)
@@ -1262,9 +1267,35 @@ func TestSyncEndpointCaptureGate(t *testing.T) {
 		t.Fatalf("push while the worker is stopped: %v", o)
 	}
 	version := o["server_version"].(string)
-	epRequireError(t, "pull with a pending push", fast.post(t, "u1", "/sync/pull", pullReq("c1", r1)), http.StatusServiceUnavailable, "capture_pending", "zz-pending-zz")
-	epRequireError(t, "rebuild with a pending push", fast.post(t, "u1", "/sync/rebuild", map[string]any{"client_id": "c1", "scope": "user:u1"}),
-		http.StatusServiceUnavailable, "capture_pending", "zz-pending-zz")
+	// The assignment changes: a pull served now would add the scope, move
+	// scope_set_version and give the scope an epoch.
+	e.d.Exec(t, `SELECT synchro.register_shared_scope('news')`)
+	clientState := func() string {
+		return queryText(t, e.d, `SELECT scope_set::text || ' ' || scope_set_version || ' ' || scope_epoch::text FROM synchro.client WHERE client_id = 'c1'`)
+	}
+	stateBefore, cursorsBefore := clientState(), maps.Clone(r1.cursors)
+	requireUnchanged := func(what string, r reply) {
+		t.Helper()
+		if got := clientState(); got != stateBefore {
+			t.Fatalf("%s: client c1 is %s, was %s", what, got, stateBefore)
+		}
+		for _, field := range []string{"scope_cursors", "cursor", "final_scope_cursor", "scope_set_version", "scope_updates"} {
+			if _, ok := r.Body[field]; ok {
+				t.Fatalf("%s: the refusal carries %s: %s", what, field, r.Raw)
+			}
+		}
+	}
+	for _, c := range []struct {
+		what, path string
+		body       map[string]any
+	}{
+		{"pull with a pending push", "/sync/pull", pullReq("c1", r1)},
+		{"rebuild with a pending push", "/sync/rebuild", map[string]any{"client_id": "c1", "scope": "user:u1"}},
+	} {
+		r := fast.post(t, "u1", c.path, c.body)
+		epRequireError(t, c.what, r, http.StatusServiceUnavailable, "capture_pending", "zz-pending-zz")
+		requireUnchanged(c.what, r)
+	}
 	if ra := fast.post(t, "u1", "/sync/pull", pullReq("c1", r1)).Header.Get("Retry-After"); ra != "1" {
 		t.Fatalf("Retry-After %q", ra)
 	}
@@ -1277,7 +1308,9 @@ func TestSyncEndpointCaptureGate(t *testing.T) {
 	// Readiness fails (the heartbeat is older than the limit): everyone is refused.
 	configureReadiness(t, e.d, `'1 millisecond'`, `1073741824`, `'60 seconds'`)
 	epRequireError(t, "pull while not ready", fast.post(t, "u1", "/sync/pull", pullReq("c2", r2)), http.StatusServiceUnavailable, "not_ready")
-	epRequireError(t, "pull while not ready", fast.post(t, "u1", "/sync/pull", pullReq("c1", r1)), http.StatusServiceUnavailable, "not_ready")
+	notReady := fast.post(t, "u1", "/sync/pull", pullReq("c1", r1))
+	epRequireError(t, "pull while not ready", notReady, http.StatusServiceUnavailable, "not_ready")
+	requireUnchanged("pull while not ready", notReady)
 	epRequireError(t, "rebuild while not ready", fast.post(t, "u1", "/sync/rebuild", map[string]any{"client_id": "c2", "scope": "user:u1"}),
 		http.StatusServiceUnavailable, "not_ready")
 	// Push and connect do not depend on capture.
@@ -1294,6 +1327,13 @@ func TestSyncEndpointCaptureGate(t *testing.T) {
 		body = requireOK(t, "pull after capture resumed", r)
 		return true, nil
 	})
+	if !maps.Equal(r1.cursors, cursorsBefore) {
+		t.Fatalf("cursors %v, held %v before the refusals", r1.cursors, cursorsBefore)
+	}
+	// The cursor held before the refusals still resumes user:u1 (no rebuild).
+	if rb := epStrings(body["rebuild"]); slices.Contains(rb, "user:u1") {
+		t.Fatalf("pull after capture resumed asks to rebuild user:u1: %v", rb)
+	}
 	r1.apply(t, body)
 	if body["has_more"] != false {
 		e.pullAll(t, "u1", "c1", 500, r1)

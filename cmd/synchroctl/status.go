@@ -74,6 +74,10 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 		if s.WalLagBytes >= 0 {
 			lag = fmt.Sprintf("%d bytes", s.WalLagBytes)
 		}
+		commitLag := "unknown"
+		if s.CommitLagSeconds >= 0 {
+			commitLag = fmt.Sprintf("%.1fs", s.CommitLagSeconds)
+		}
 		if err := printTable(out, []string{"stream", "value"}, [][]string{
 			{"generation", s.StreamGeneration},
 			{"slot", s.SlotName + " (confirmed_flush " + orDash(true, s.SlotConfirmedFlush) + ")"},
@@ -83,6 +87,7 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 			{"acknowledged", s.AcknowledgedEnd},
 			{"registry_generation", fmt.Sprint(s.RegistryGeneration)},
 			{"wal_lag", lag},
+			{"commit_lag", commitLag},
 			{"history_pruned", map[bool]string{true: "none", false: "through commit " + s.HistoryPrunedCommit}[s.HistoryPrunedCommit == ""]},
 		}); err != nil {
 			return err

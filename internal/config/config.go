@@ -59,7 +59,7 @@ type Common struct {
 func (c *Common) Register(fs *flag.FlagSet) {
 	c.RegisterDatabase(fs)
 	c.RegisterPublication(fs)
-	fs.StringVar(&c.Slot, "slot", "synchro", "logical replication slot name (env SYNCHRO_SLOT)")
+	fs.StringVar(&c.Slot, "slot", "synchro", "logical replication slot: created for the database's first stream, then it must be the active stream's (synchro.progress) or the worker refuses to stream (env SYNCHRO_SLOT)")
 }
 
 // RegisterDatabase defines --database-url alone, for commands that read the

@@ -129,17 +129,19 @@ type SynchroPoisonTxn struct {
 }
 
 type SynchroProgress struct {
-	Singleton             bool               `json:"singleton"`
-	StreamGeneration      pgtype.UUID        `json:"stream_generation"`
-	SlotName              string             `json:"slot_name"`
-	DatabaseName          string             `json:"database_name"`
-	GenerationStartLsn    interface{}        `json:"generation_start_lsn"`
-	MaterializedCommitLsn interface{}        `json:"materialized_commit_lsn"`
-	MaterializedEndLsn    interface{}        `json:"materialized_end_lsn"`
-	ProcessedEndLsn       interface{}        `json:"processed_end_lsn"`
-	AcknowledgedEndLsn    interface{}        `json:"acknowledged_end_lsn"`
-	RegistryGeneration    int64              `json:"registry_generation"`
-	UpdatedAt             pgtype.Timestamptz `json:"updated_at"`
+	Singleton              bool               `json:"singleton"`
+	StreamGeneration       pgtype.UUID        `json:"stream_generation"`
+	SlotName               string             `json:"slot_name"`
+	DatabaseName           string             `json:"database_name"`
+	GenerationStartLsn     interface{}        `json:"generation_start_lsn"`
+	MaterializedCommitLsn  interface{}        `json:"materialized_commit_lsn"`
+	MaterializedEndLsn     interface{}        `json:"materialized_end_lsn"`
+	ProcessedEndLsn        interface{}        `json:"processed_end_lsn"`
+	AcknowledgedEndLsn     interface{}        `json:"acknowledged_end_lsn"`
+	RegistryGeneration     int64              `json:"registry_generation"`
+	UpdatedAt              pgtype.Timestamptz `json:"updated_at"`
+	MaterializedCommitTime pgtype.Timestamptz `json:"materialized_commit_time"`
+	CaughtUpAt             pgtype.Timestamptz `json:"caught_up_at"`
 }
 
 type SynchroProjection struct {

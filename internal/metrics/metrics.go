@@ -146,7 +146,7 @@ var (
 	lagBytesDesc = prometheus.NewDesc("synchro_capture_lag_bytes",
 		"WAL bytes between the current flush position and the slot's acknowledged position.", nil, nil)
 	lagSecondsDesc = prometheus.NewDesc("synchro_capture_lag_seconds",
-		"Seconds since progress last moved while WAL waits to be acknowledged (0 when caught up).", nil, nil)
+		"Commit lag: an upper bound on how long a committed source transaction has waited to be materialized (synchro.commit_lag; 0 when caught up; absent while unknown).", nil, nil)
 	poisonDesc = prometheus.NewDesc("synchro_poison_transactions",
 		"Blocking poison transactions of the active stream.", nil, nil)
 	upDesc = prometheus.NewDesc("synchro_capture_state_up",
@@ -191,13 +191,13 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
-	var lagBytes, lagSeconds, poison float64
+	var lagBytes, poison float64
 	var walStatus *string
-	var safeWAL *float64
+	var lagSeconds, safeWAL *float64 // NULL: commit lag unknown (no usable slot), no safe size
 	err := c.pool.QueryRow(ctx, `
 		SELECT coalesce(pg_current_wal_flush_lsn() - s.confirmed_flush_lsn, 0)::float8,
-		       CASE WHEN s.confirmed_flush_lsn >= pg_current_wal_flush_lsn() THEN 0
-		            ELSE extract(epoch FROM now() - p.updated_at) END::float8,
+		       extract(epoch FROM synchro.commit_lag(p.materialized_commit_time, p.caught_up_at,
+		                                             s.confirmed_flush_lsn, pg_current_wal_flush_lsn(), clock_timestamp()))::float8,
 		       (SELECT count(*) FROM synchro.poison_txn WHERE resolved_at IS NULL)::float8,
 		       s.wal_status, s.safe_wal_size::float8
 		FROM synchro.progress p
@@ -209,7 +209,9 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, lagBytes)
-	ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, lagSeconds)
+	if lagSeconds != nil {
+		ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, *lagSeconds)
+	}
 	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, poison)
 	for _, st := range slotStatuses {
 		ch <- prometheus.MustNewConstMetric(slotStatusDesc, prometheus.GaugeValue, gauge(walStatus != nil && *walStatus == st), st)

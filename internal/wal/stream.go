@@ -42,7 +42,10 @@ type stream struct {
 
 	lastData   time.Time
 	idleTarget pglogrepl.LSN // flush position read for an idle acknowledgement, 0 when none
-	lastStatus time.Time
+	// idleTargetAt is when idleTarget was read: every transaction committed
+	// before it is processed once idleTarget is (synchro.commit_lag).
+	idleTargetAt time.Time
+	lastStatus   time.Time
 	// keepalive is when the server last sent a keepalive. It sends one when it
 	// waits for WAL, so none since a batch began means it had WAL to send all
 	// along: the worker is behind.
@@ -733,7 +736,8 @@ func (s *stream) maybeIdle(ctx context.Context) error {
 		return nil
 	}
 	var flush string
-	if err := s.w.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&flush); err != nil {
+	var readAt time.Time
+	if err := s.w.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text, clock_timestamp()`).Scan(&flush, &readAt); err != nil {
 		return err
 	}
 	target, err := pglogrepl.ParseLSN(flush)
@@ -744,7 +748,7 @@ func (s *stream) maybeIdle(ctx context.Context) error {
 	if target <= s.ack {
 		return nil
 	}
-	s.idleTarget = target
+	s.idleTarget, s.idleTargetAt = target, readAt
 	return s.sendStatus(ctx, s.ack, true)
 }
 
@@ -770,7 +774,8 @@ func (s *stream) idleAck(ctx context.Context) error {
 	// also one recorded a moment ago by another session or waiting for its retry:
 	// then nothing is acknowledged and the stream goes on, as it does for a poison
 	// it has not reached. Like the acknowledgement, it waits for the progress row.
-	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_processed($1::pg_lsn)`, target.String()); err != nil {
+	s.w.cfg.Log.Debug("idle acknowledgement", "worker", s.w.cfg.WorkerID, "target", target.String())
+	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_processed($1::pg_lsn, $2)`, target.String(), s.idleTargetAt); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55000" {
 			s.w.cfg.Log.Debug("idle acknowledgement withheld: a poison transaction is unresolved", "worker", s.w.cfg.WorkerID)

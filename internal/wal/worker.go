@@ -393,13 +393,20 @@ func (w *Worker) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
 // ensureStream starts the first stream generation when there is none: the slot is
 // created and its consistent point becomes generation_start. A slot left by a
 // start that never recorded progress holds no durable work and is replaced.
+// Once a stream exists its record (synchro.progress) names the active slot, the
+// one every position check reads: a worker started with another --slot is
+// blocked before it reads any WAL (a stream reset is what switches the slot).
 func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
-	var exists bool
-	if err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.progress)`).Scan(&exists); err != nil {
-		return err
-	}
-	if exists {
+	var active string
+	err := w.pool.QueryRow(ctx, `SELECT slot_name FROM synchro.progress`).Scan(&active)
+	switch {
+	case err == nil && active != w.cfg.Slot:
+		return fmt.Errorf("%w: the active stream's slot is %s (synchro.progress), but this worker was started with --slot %s: start it with --slot %s",
+			errBlocked, active, w.cfg.Slot, active)
+	case err == nil:
 		return nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
 	}
 	if _, err := w.pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
 		WHERE slot_name = $1 AND database = current_database() AND NOT active`, w.cfg.Slot); err != nil {
@@ -409,7 +416,7 @@ func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 	// database on the cluster, say) may hold this one. Creating it would fail on
 	// every session with "already exists", which does not say what to do.
 	var owner string
-	err := w.pool.QueryRow(ctx, `SELECT coalesce('database ' || quote_ident(database), 'no database (a physical slot)')
+	err = w.pool.QueryRow(ctx, `SELECT coalesce('database ' || quote_ident(database), 'no database (a physical slot)')
 		FROM pg_replication_slots WHERE slot_name = $1 AND database IS DISTINCT FROM current_database()`, w.cfg.Slot).Scan(&owner)
 	if err == nil {
 		return fmt.Errorf("%w: replication slot %s belongs to %s; slot names are cluster-wide: give this worker a slot of its own (--slot, SYNCHRO_SLOT)",
@@ -417,12 +424,16 @@ func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
+	var created time.Time
+	if err := w.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&created); err != nil {
+		return err
+	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, w.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
 	if err != nil {
 		return fmt.Errorf("create slot %s: %w", w.cfg.Slot, err)
 	}
-	if _, err := w.pool.Exec(ctx, `SELECT synchro.start_stream($1, $2::pg_lsn)`, w.cfg.Slot, res.ConsistentPoint); err != nil {
+	if _, err := w.pool.Exec(ctx, `SELECT synchro.start_stream($1, $2::pg_lsn, $3)`, w.cfg.Slot, res.ConsistentPoint, created); err != nil {
 		return err
 	}
 	w.cfg.Log.Info("stream generation started", "worker", w.cfg.WorkerID, "slot", w.cfg.Slot, "generation_start", res.ConsistentPoint)

@@ -22,9 +22,12 @@
 -- VOLATILE (a volatile one, random() or nextval(), would also give another answer
 -- when a transaction is materialized again). Built-in stable functions that run
 -- queries of their own (table_to_xml and the like) are not told apart.
+-- It returns whether the query reads rel's own projection (materialization then
+-- evaluates each transaction that changes rel on its own, synchro.rule_read).
 DROP FUNCTION IF EXISTS synchro.check_rule_query(text, oid, text);
+DROP FUNCTION IF EXISTS synchro.check_rule_query(text, oid, text, oid[]);
 CREATE OR REPLACE FUNCTION synchro.check_rule_query(query text, rel oid, context text, readable oid[])
-RETURNS void
+RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -40,6 +43,7 @@ DECLARE
     call_prefix constant text := 'synchro.projected(';
     probe refcursor;
     one integer;
+    reads_own boolean := false;
 BEGIN
     IF query IS NULL OR btrim(query) = '' THEN
         RAISE EXCEPTION 'synchro: relation % rejected: % is empty', synchro.qualified_name(rel), context
@@ -143,6 +147,7 @@ BEGIN
                     synchro.qualified_name(rel), context
                     USING ERRCODE = 'invalid_parameter_value';
             END IF;
+            reads_own := reads_own OR target = rel;
             IF target <> rel AND target <> ALL (coalesce(readable, '{}')) THEN
                 RAISE EXCEPTION 'synchro: relation % rejected: % reads the projection of %, which its "impacts" do not declare; a change to it would not re-evaluate memberships: add an impact query for it',
                     synchro.qualified_name(rel), context, synchro.qualified_name(target)
@@ -174,5 +179,6 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'A rule reads registered rows only through synchro.projected(relation); declare a function that reads no table IMMUTABLE, or write its SQL into the rule.';
     END IF;
+    RETURN reads_own;
 END
 $$;

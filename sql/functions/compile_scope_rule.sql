@@ -7,9 +7,13 @@
 --   {"kind":"shared","scope":"templates_public"}
 --   {"kind":"column","template":"user:{owner_id}"}
 --   {"kind":"path","path":["project_id", {"column":"org_id","references":"app.orgs"}],
---    "template":"org:{id}"}                       -- template over the last relation
+--    "template":"org:{id}"}                       -- template over the last relation;
+--                                                -- a step's column is a foreign key to the
+--                                                -- next relation's key (or, with "references",
+--                                                -- has no foreign key)
 --   {"kind":"members","relation":"app.document_members","column":"document_id",
---    "template":"user:{user_id}"}                 -- column optional when one FK exists
+--    "template":"user:{user_id}"}                 -- column: a foreign key to rel's key
+--                                                -- (optional when exactly one exists)
 --   {"kind":"sql","membership":"SELECT ... $1 ...","impacts":{"app.acl":"SELECT ... $1 ..."}}
 --                                                -- both may read, through synchro.projected,
 --                                                -- only rel and the relations impacts declares
@@ -33,6 +37,7 @@ DECLARE
     dep text;
     dep_sql text;
     declared oid[] := '{}';
+    reads_own boolean;
 BEGIN
     IF jsonb_typeof(rule) IS DISTINCT FROM 'object' OR jsonb_typeof(rule->'kind') IS DISTINCT FROM 'string' THEN
         RAISE EXCEPTION 'synchro: relation % rejected: scope_rule must be an object with a "kind" (shared, column, path, members, sql)', qname
@@ -76,11 +81,14 @@ BEGIN
                         qname, hop_col, synchro.qualified_name(cur), fk_count
                         USING ERRCODE = 'invalid_parameter_value';
                 END IF;
+                PERFORM synchro.check_reference(cur, hop_col, target, true, rel, 'path scope_rule');
             ELSIF jsonb_typeof(hop) = 'object' THEN
                 PERFORM synchro.check_keys(hop, ARRAY['column', 'references'], rel, 'path scope_rule step');
                 hop_col := hop->>'column';
                 PERFORM synchro.check_columns(cur, ARRAY[hop_col], 'path scope_rule');
                 target := synchro.resolve_relation_name(hop->>'references', 'relation ' || qname || ' path scope_rule');
+                -- Without a foreign key the step declares the reference; with one, it must be this one.
+                PERFORM synchro.check_reference(cur, hop_col, target, false, rel, 'path scope_rule');
             ELSE
                 RAISE EXCEPTION 'synchro: relation % rejected: each path step is a column name or {"column": ..., "references": ...}', qname
                     USING ERRCODE = 'invalid_parameter_value';
@@ -120,6 +128,7 @@ BEGIN
                     USING ERRCODE = 'invalid_parameter_value';
             END IF;
         END IF;
+        PERFORM synchro.check_reference(member_rel, member_col, rel, true, rel, 'members scope_rule');
         PERFORM synchro.template_columns(rule->>'template', member_rel, 'members scope_rule');
         normalized := jsonb_build_object('kind', kind, 'column', member_col, 'template', rule->>'template',
                                          'relation_id', synchro.dependency_relation(member_rel,
@@ -141,7 +150,7 @@ BEGIN
                 declared := declared || synchro.resolve_relation_name(dep, 'relation ' || qname || ' sql scope_rule impacts');
             END LOOP;
         END IF;
-        PERFORM synchro.check_rule_query(rule->>'membership', rel, 'sql scope_rule membership', declared);
+        reads_own := synchro.check_rule_query(rule->>'membership', rel, 'sql scope_rule membership', declared);
         IF rule ? 'impacts' THEN
             FOR dep, dep_sql IN SELECT key, value #>> '{}' FROM jsonb_each(rule->'impacts') LOOP
                 target := synchro.resolve_relation_name(dep, 'relation ' || qname || ' sql scope_rule impacts');
@@ -151,7 +160,11 @@ BEGIN
                     jsonb_build_object('relation', synchro.qualified_name(target), 'query', dep_sql));
             END LOOP;
         END IF;
-        normalized := jsonb_build_object('kind', kind, 'membership', rule->>'membership', 'impacts', impacts);
+        -- A membership that reads rel's own projection depends on rel's other
+        -- rows: each transaction changing rel is materialized on its own
+        -- (synchro.segmenting_relation), against its own state.
+        normalized := jsonb_build_object('kind', kind, 'membership', rule->>'membership', 'impacts', impacts)
+                      || CASE WHEN reads_own THEN '{"reads_own_projection": true}'::jsonb ELSE '{}' END;
         columns := synchro.relation_columns(rel);
     ELSE
         RAISE EXCEPTION 'synchro: relation % rejected: unknown scope_rule kind "%" (shared, column, path, members, sql)', qname, kind

@@ -58,7 +58,8 @@ BEGIN
                p.generation_start_lsn AS start_lsn, coalesce(p.acknowledged_end_lsn, p.generation_start_lsn) AS ack_lsn,
                v_ack AS early_ack_lsn,
                p.processed_end_lsn AS processed_lsn, p.materialized_commit_lsn AS mat_commit_lsn,
-               p.materialized_end_lsn AS mat_end_lsn, p.registry_generation AS active_generation, p.updated_at
+               p.materialized_end_lsn AS mat_end_lsn, p.registry_generation AS active_generation,
+               p.materialized_commit_time AS mat_commit_time, p.caught_up_at
         FROM (SELECT) one LEFT JOIN synchro.progress p ON true
     ),
     slot AS (
@@ -182,10 +183,16 @@ BEGIN
                     WHEN NOT b.prog_found THEN format('no stream started (newest heartbeat: worker %s, %s, %ss old)',
                                                       b.nw_worker, b.nw_state, round(extract(epoch FROM b.nw_age), 1))
                     WHEN b.nw_worker IS NULL THEN 'no worker heartbeat'
+                    -- The stream record names the active slot; a worker started
+                    -- with another --slot refuses to stream, and is named.
                     WHEN NOT EXISTS (SELECT FROM fresh f WHERE f.state = 'streaming' AND f.database_name = current_database()
                                                            AND f.slot_name = b.slot_name)
-                        THEN format('no streaming worker with a fresh heartbeat (newest: worker %s, %s, %ss old)',
-                                    b.nw_worker, b.nw_state, round(extract(epoch FROM b.nw_age), 1))
+                        THEN coalesce((SELECT format('worker %s runs with --slot %s, but the active stream''s slot is %s',
+                                                     f.worker_id, f.slot_name, b.slot_name)
+                                       FROM fresh f WHERE f.slot_name IS DISTINCT FROM b.slot_name
+                                       ORDER BY f.heartbeat_at DESC, f.worker_id LIMIT 1),
+                                      format('no streaming worker with a fresh heartbeat (newest: worker %s, %s, %ss old)',
+                                             b.nw_worker, b.nw_state, round(extract(epoch FROM b.nw_age), 1)))
                END,
                (SELECT format('worker %s streaming', f.worker_id) FROM fresh f
                 WHERE f.state = 'streaming' AND f.database_name = current_database() AND f.slot_name = b.slot_name
@@ -333,16 +340,16 @@ BEGIN
                     WHEN NOT b.commit_bounded THEN format('commit_lag_limit %s is unbounded', b.commit_lag_limit)
                     WHEN NOT b.prog_found THEN 'commit lag unknown: no stream started'
                     WHEN b.slot_lsn IS NULL THEN 'commit lag unknown: no usable replication slot'
-                    WHEN (l.lag >= interval '0') IS NOT TRUE THEN 'commit lag unknown: progress recorded in the future'
+                    WHEN l.lag IS NULL THEN 'commit lag unknown: no source commit time recorded'
+                    WHEN (l.lag >= interval '0') IS NOT TRUE THEN 'commit lag unknown: a source commit time in the future'
                     WHEN (l.lag <= b.commit_lag_limit) IS NOT TRUE
                         THEN format('commit lag %ss exceeds the limit %ss', round(extract(epoch FROM l.lag), 3),
                                     trim_scale(extract(epoch FROM b.commit_lag_limit)))
                END,
                format('%ss (limit %ss)', round(extract(epoch FROM l.lag), 1), trim_scale(extract(epoch FROM b.commit_lag_limit)))
         FROM b
-        -- Nothing pending once the slot reached the WAL flush position; else the
-        -- pending WAL has waited at most since progress was last recorded.
-        CROSS JOIN LATERAL (SELECT CASE WHEN b.slot_lsn >= b.flush_lsn THEN interval '0' ELSE b.ts - b.updated_at END AS lag) l
+        -- An upper bound from source commit times (synchro.commit_lag).
+        CROSS JOIN LATERAL (SELECT synchro.commit_lag(b.mat_commit_time, b.caught_up_at, b.slot_lsn, b.flush_lsn, b.ts) AS lag) l
         UNION ALL
         SELECT 12, 'worker_database',
                CASE WHEN b.worker_database IS NULL THEN 'worker_database not configured'

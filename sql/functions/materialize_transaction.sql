@@ -24,8 +24,9 @@
 --     can quote row values) is raised again with its SQLSTATE and no text of
 --     its own, so that neither the server log nor the worker sees row values;
 --   * a retried poison transaction that now materializes is resolved with it;
---   * the progress row moves to the last transaction's end point and the
---     processed boundary to its end_lsn.
+--   * the progress row moves to the last transaction's end point (and its
+--     source commit time, synchro.commit_lag) and the processed boundary to
+--     its end_lsn.
 --
 -- batch, in commit order: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}]
 -- staged events, one row per applicable event: synchro_seg_event (seq: the
@@ -111,15 +112,16 @@ BEGIN
     -- its SQLSTATE only; Synchro's own errors quote no row values and pass as
     -- they are.
     BEGIN
-        -- Segments: a transaction that changes a relation some rule reads stands
-        -- alone; the transactions between such ones form one segment each.
+        -- Segments: a transaction that changes a relation some rule reads
+        -- (synchro.segmenting_relation) stands alone; the transactions between
+        -- such ones form one segment each.
         FOR lo, hi IN
             SELECT min(x.seq), max(x.seq)
             FROM (SELECT t.seq, 2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                                 + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
                   FROM synchro_seg_txn t
                   LEFT JOIN (SELECT DISTINCT e.seq FROM synchro_seg_event e
-                             WHERE e.r IN (SELECT relation_id FROM synchro.rule_read)) r ON r.seq = t.seq) x
+                             WHERE e.r IN (SELECT relation_id FROM synchro.segmenting_relation)) r ON r.seq = t.seq) x
             GROUP BY x.seg
             ORDER BY x.seg
         LOOP
@@ -139,8 +141,8 @@ BEGIN
       AND commit_lsn IN (SELECT t.commit_lsn FROM synchro_seg_txn t);
 
     UPDATE synchro.progress p
-    SET (materialized_commit_lsn, materialized_end_lsn, processed_end_lsn, registry_generation, updated_at) =
-        (SELECT t.commit_lsn, t.end_lsn, greatest(p.processed_end_lsn, t.end_lsn),
+    SET (materialized_commit_lsn, materialized_commit_time, materialized_end_lsn, processed_end_lsn, registry_generation, updated_at) =
+        (SELECT t.commit_lsn, t.commit_time, t.end_lsn, greatest(p.processed_end_lsn, t.end_lsn),
                 greatest(p.registry_generation, (SELECT max(a.registry_generation) FROM synchro_seg_txn a)), now()
          FROM synchro_seg_txn t ORDER BY t.seq DESC LIMIT 1);
 END

@@ -1,7 +1,10 @@
 -- synchro.record_processed: records an idle processed boundary (a WAL flush
--- position read before a decode that found no source transaction). Refused while
--- a blocking poison transaction exists (ADR 001, "Slot acknowledgement").
-CREATE OR REPLACE FUNCTION synchro.record_processed(boundary pg_lsn)
+-- position read, at time read_at, before a decode that found no source
+-- transaction): every transaction committed before read_at is processed, so
+-- caught_up_at (synchro.commit_lag) moves to read_at. Refused while a blocking
+-- poison transaction exists (ADR 001, "Slot acknowledgement").
+DROP FUNCTION IF EXISTS synchro.record_processed(pg_lsn);
+CREATE OR REPLACE FUNCTION synchro.record_processed(boundary pg_lsn, read_at timestamptz)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -11,7 +14,9 @@ BEGIN
         RAISE EXCEPTION 'synchro: idle acknowledgement refused: a blocking poison transaction exists'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    UPDATE synchro.progress SET processed_end_lsn = boundary, updated_at = now()
-    WHERE processed_end_lsn < boundary;
+    UPDATE synchro.progress
+    SET processed_end_lsn = greatest(processed_end_lsn, boundary),
+        caught_up_at = greatest(caught_up_at, read_at), updated_at = now()
+    WHERE processed_end_lsn <= boundary;
 END
 $$;

@@ -7,7 +7,8 @@ SELECT stream_generation::text AS stream_generation, slot_name::text AS slot_nam
        coalesce(slot_confirmed_flush::text, '')::text AS slot_confirmed_flush,
        registry_generation::bigint AS registry_generation, coalesce(wal_lag_bytes, -1)::bigint AS wal_lag_bytes,
        progress_updated_at::timestamptz AS progress_updated_at,
-       coalesce(history_pruned_commit::text, '')::text AS history_pruned_commit
+       coalesce(history_pruned_commit::text, '')::text AS history_pruned_commit,
+       coalesce(extract(epoch FROM commit_lag), -1)::float8 AS commit_lag_seconds
 FROM synchro.stream_status();
 
 -- name: ListWorkers :many
