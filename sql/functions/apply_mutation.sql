@@ -176,14 +176,15 @@ BEGIN
                 INTO after USING key_text;
             key_text := coalesce(after ->> r.key_column, key_text);
         END IF;
-        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
-            RAISE EXCEPTION USING ERRCODE = 'SYPOL';
-        END IF;
         -- Nothing materialization will evaluate for this write may fail or
         -- give a scope id too long: it would block capture for every client.
+        -- (Checked ahead of the policy, which evaluates the same rules.)
         -- The row's scopes after the write (a delete: before it) decide below
         -- whether the answer carries the row.
         scopes := synchro.materializable_scopes(t, key_text, before, after);
+        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
+            RAISE EXCEPTION USING ERRCODE = 'SYPOL';
+        END IF;
         IF after IS NULL THEN
             scopes := ARRAY(SELECT synchro.scopes_of(t.scope_rule, key_text, before, true));
         END IF;

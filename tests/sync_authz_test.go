@@ -1,0 +1,132 @@
+package tests
+
+import (
+	"testing"
+)
+
+// sharedDocsSchema is the shape of issue 28's first finding: shared_docs are
+// read by a members rule over doc_members, a synced table whose own rule is
+// user:{user_id} (so any user may push a membership row naming themselves).
+// No foreign key, so a new doc's first membership can precede it. A user may
+// not write a membership row naming another, so sharing goes through
+// granted_docs, read by a members rule over doc_grants, whose rows are their
+// granter's.
+const sharedDocsSchema = `
+CREATE TABLE app.granted_docs (id text PRIMARY KEY, title text);
+CREATE TABLE app.doc_grants (id text PRIMARY KEY, doc_id text NOT NULL, user_id text NOT NULL, granted_by text NOT NULL);
+SELECT synchro.register_table('app.doc_grants', '{"kind":"column","template":"user:{granted_by}"}');
+SELECT synchro.register_table('app.granted_docs', '{"kind":"members","relation":"app.doc_grants","column":"doc_id","template":"user:{user_id}"}');
+INSERT INTO app.granted_docs (id, title) VALUES ('docG', 'alice''s');
+INSERT INTO app.doc_grants (id, doc_id, user_id, granted_by) VALUES ('gA', 'docG', 'alice', 'alice');
+CREATE TABLE app.shared_docs (id text PRIMARY KEY, title text);
+CREATE TABLE app.doc_members (id text PRIMARY KEY, doc_id text NOT NULL, user_id text NOT NULL);
+SELECT synchro.register_table('app.doc_members', '{"kind":"column","template":"user:{user_id}"}');
+SELECT synchro.register_table('app.shared_docs', '{"kind":"members","relation":"app.doc_members","column":"doc_id","template":"user:{user_id}"}');
+INSERT INTO app.shared_docs (id, title) VALUES ('docA', 'alice''s');
+INSERT INTO app.doc_members (id, doc_id, user_id) VALUES ('mA', 'docA', 'alice');
+`
+
+// requireOutcome fails unless mutation id of resp has the code want ("" for
+// accepted).
+func requireOutcome(t *testing.T, resp map[string]any, id, want string) {
+	t.Helper()
+	list, o := outcome(t, resp, id)
+	if want == "" && list != "accepted" || want != "" && o["code"] != want {
+		t.Fatalf("mutation %s: want %q, got %s %v", id, want, list, o)
+	}
+}
+
+// TestSyncPushJoinForeignRow (issue 28, finding 1): a push whose effect adds a
+// scope to a row the pushing user could not write before is refused
+// policy_rejected. Bob inserting a membership row that names himself on
+// Alice's doc would make the doc his. Sharing a doc the user may write, and
+// creating a doc with its first membership in one push, stay allowed; a row
+// the same push created counts as the pusher's.
+func TestSyncPushJoinForeignRow(t *testing.T) {
+	e := newSyncEnv(t, sharedDocsSchema)
+	e.connect(t, "alice", "ca")
+	e.connect(t, "bob", "cb")
+
+	// The attack: Bob joins Alice's doc.
+	resp := e.push(t, "bob", "cb", mut("b1", "doc_members", "insert", map[string]any{"id": "mB"},
+		map[string]any{"doc_id": "docA", "user_id": "bob"}))
+	requireOutcome(t, resp, "b1", "policy_rejected")
+	// Nor by moving a membership row of his own onto it.
+	resp = e.push(t, "bob", "cb", mut("b2", "doc_members", "insert", map[string]any{"id": "mB2"},
+		map[string]any{"doc_id": "docB", "user_id": "bob"}),
+		mut("b3", "doc_members", "update", map[string]any{"id": "mB2"}, map[string]any{"doc_id": "docA"}))
+	requireOutcome(t, resp, "b2", "")
+	requireOutcome(t, resp, "b3", "policy_rejected")
+	if n := queryText(t, e.d, `SELECT count(*) FROM app.doc_members WHERE doc_id = 'docA' AND user_id = 'bob'`); n != "0" {
+		t.Fatalf("bob joined docA: %s memberships", n)
+	}
+	resp = e.push(t, "bob", "cb", mut("b4", "shared_docs", "update", map[string]any{"id": "docA"}, map[string]any{"title": "bob's"}))
+	if list, _ := outcome(t, resp, "b4"); list != "rejected" {
+		t.Fatalf("bob updated docA: %v", resp)
+	}
+
+	// The same through a grant row of Bob's own.
+	resp = e.push(t, "bob", "cb", mut("b5", "doc_grants", "insert", map[string]any{"id": "gB"},
+		map[string]any{"doc_id": "docG", "user_id": "bob", "granted_by": "bob"}))
+	requireOutcome(t, resp, "b5", "policy_rejected")
+
+	// Sharing: Alice may write docG and grants it to Bob; Bob may then write it.
+	resp = e.push(t, "alice", "ca", mut("a1", "doc_grants", "insert", map[string]any{"id": "gAB"},
+		map[string]any{"doc_id": "docG", "user_id": "bob", "granted_by": "alice"}))
+	requireOutcome(t, resp, "a1", "")
+	resp = e.push(t, "bob", "cb", mut("b5b", "granted_docs", "update", map[string]any{"id": "docG"}, map[string]any{"title": "shared"}))
+	requireOutcome(t, resp, "b5b", "")
+
+	// A new doc and its first membership (and a second one) in one push.
+	resp = e.push(t, "alice", "ca",
+		mut("a2", "doc_members", "insert", map[string]any{"id": "mN"}, map[string]any{"doc_id": "docN", "user_id": "alice"}),
+		mut("a3", "shared_docs", "insert", map[string]any{"id": "docN"}, map[string]any{"title": "new"}),
+		mut("a4", "shared_docs", "update", map[string]any{"id": "docN"}, map[string]any{"title": "renamed"}))
+	for _, id := range []string{"a2", "a3", "a4"} {
+		requireOutcome(t, resp, id, "")
+	}
+
+	// A policy that lets a doc be created in no scope: the push that created
+	// it may give it its first member; another push may not.
+	e.d.Exec(t, `CREATE FUNCTION app.docs_create(user_id text, op text, table_name text, before jsonb, after jsonb)
+		RETURNS boolean LANGUAGE sql AS $$ SELECT op = 'insert' $$;
+		SELECT synchro.set_write_policy('app.shared_docs', 'app.docs_create(text,text,text,jsonb,jsonb)')`)
+	resp = e.push(t, "alice", "ca",
+		mut("a5", "shared_docs", "insert", map[string]any{"id": "docP"}, map[string]any{"title": "first"}),
+		mut("a6", "doc_members", "insert", map[string]any{"id": "mP"}, map[string]any{"doc_id": "docP", "user_id": "alice"}),
+		mut("a7", "shared_docs", "insert", map[string]any{"id": "docQ"}, map[string]any{"title": "orphan"}))
+	for _, id := range []string{"a5", "a6", "a7"} {
+		requireOutcome(t, resp, id, "")
+	}
+	resp = e.push(t, "bob", "cb", mut("b6", "doc_members", "insert", map[string]any{"id": "mQ"},
+		map[string]any{"doc_id": "docQ", "user_id": "bob"}))
+	requireOutcome(t, resp, "b6", "policy_rejected")
+}
+
+// TestSyncPushAdoptOrphan (issue 28, finding 2): a path step without a foreign
+// key leaves an item whose folder was deleted in no scope; a user inserting a
+// folder of that key would adopt it. The item would gain a scope its adopter
+// could not write: refused policy_rejected.
+func TestSyncPushAdoptOrphan(t *testing.T) {
+	e := newSyncEnv(t, `
+CREATE TABLE app.folders (id text PRIMARY KEY, owner_id text NOT NULL);
+CREATE TABLE app.items (id text PRIMARY KEY, folder_id text, title text);
+SELECT synchro.register_table('app.folders', '{"kind":"column","template":"user:{owner_id}"}');
+SELECT synchro.register_table('app.items', '{"kind":"path","path":[{"column":"folder_id","references":"app.folders"}],"template":"user:{owner_id}"}');
+INSERT INTO app.folders (id, owner_id) VALUES ('fA', 'alice');
+INSERT INTO app.items (id, folder_id, title) VALUES ('iA', 'fA', 'alice''s item');
+DELETE FROM app.folders WHERE id = 'fA';`)
+	e.connect(t, "bob", "cb")
+	resp := e.push(t, "bob", "cb", mut("b1", "folders", "insert", map[string]any{"id": "fA"}, map[string]any{"owner_id": "bob"}))
+	requireOutcome(t, resp, "b1", "policy_rejected")
+	resp = e.push(t, "bob", "cb", mut("b2", "items", "update", map[string]any{"id": "iA"}, map[string]any{"title": "bob's"}))
+	if list, _ := outcome(t, resp, "b2"); list != "rejected" {
+		t.Fatalf("bob updated the orphan: %v", resp)
+	}
+	// A folder with no orphan under it is his to create, with items in it.
+	resp = e.push(t, "bob", "cb",
+		mut("b3", "folders", "insert", map[string]any{"id": "fB"}, map[string]any{"owner_id": "bob"}),
+		mut("b4", "items", "insert", map[string]any{"id": "iB"}, map[string]any{"folder_id": "fB"}))
+	requireOutcome(t, resp, "b3", "")
+	requireOutcome(t, resp, "b4", "")
+}
