@@ -130,3 +130,31 @@ DELETE FROM app.folders WHERE id = 'fA';`)
 	requireOutcome(t, resp, "b3", "")
 	requireOutcome(t, resp, "b4", "")
 }
+
+// TestSyncPushPolicyReadsLiveRows (issue 28, finding 8): the write policy of an
+// sql rule reads the rows the push's transaction sees, never a projection
+// capture has not brought up to date. With capture held back, deleting Bob's
+// access row must refuse his next update of the report at once.
+func TestSyncPushPolicyReadsLiveRows(t *testing.T) {
+	e := newSyncEnv(t, `
+CREATE TABLE app.team_reports (id text PRIMARY KEY, report_id text NOT NULL, user_id text NOT NULL);
+CREATE TABLE app.reports (id text PRIMARY KEY, title text);
+SELECT synchro.register_dependency('app.team_reports');
+SELECT synchro.register_table('app.reports', $${"kind":"sql",
+  "membership":"SELECT 'user:' || (a.image->>'user_id') FROM synchro.projected('app.team_reports') a WHERE a.image->>'report_id' = $1->>'id'",
+  "impacts":{"app.team_reports":"SELECT $1->>'report_id'"}}$$);
+INSERT INTO app.reports (id, title) VALUES ('r1', 'q1');
+INSERT INTO app.team_reports (id, report_id, user_id) VALUES ('a1', 'r1', 'bob');`)
+	e.connect(t, "bob", "cb")
+	resp := e.push(t, "bob", "cb", mut("b1", "reports", "update", map[string]any{"id": "r1"}, map[string]any{"title": "q2"}))
+	requireOutcome(t, resp, "b1", "")
+	e.pauseCapture(t)
+	e.d.Exec(t, `DELETE FROM app.team_reports WHERE id = 'a1'`)
+	resp = e.push(t, "bob", "cb", mut("b2", "reports", "update", map[string]any{"id": "r1"}, map[string]any{"title": "q3"}))
+	if list, o := outcome(t, resp, "b2"); list != "rejected" || o["server_row"] != nil {
+		t.Fatalf("bob's update after losing access: %s %v", list, o)
+	}
+	if got := queryText(t, e.d, `SELECT title FROM app.reports WHERE id = 'r1'`); got != "q2" {
+		t.Fatalf("title %q, want q2", got)
+	}
+}

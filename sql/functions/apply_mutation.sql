@@ -23,6 +23,10 @@ CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- Every rule it evaluates (the policy, the answer's visibility) reads the rows
+-- its transaction sees, sql rules included (synchro.projected): never state
+-- older than the push's snapshot.
+SET synchro.rule_reads = 'live'
 AS $$
 DECLARE
     requested text := m ->> 'op';
