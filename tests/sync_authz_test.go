@@ -1,7 +1,11 @@
 package tests
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/synchro-sync/synchro/internal/httpapi"
 )
 
 // sharedDocsSchema is the shape of issue 28's first finding: shared_docs are
@@ -157,4 +161,64 @@ INSERT INTO app.team_reports (id, report_id, user_id) VALUES ('a1', 'r1', 'bob')
 	if got := queryText(t, e.d, `SELECT title FROM app.reports WHERE id = 'r1'`); got != "q2" {
 		t.Fatalf("title %q, want q2", got)
 	}
+}
+
+// TestSyncRefusedMutationReleasesRowLock (issue 28, finding 4): the row lock a
+// refused or conflicting mutation took is released at once, not held until its
+// push commits. Bob's push refuses his update of Alice's row and conflicts on
+// one of his own, then waits on a row the test holds: meanwhile Alice's update
+// of her row is applied, and Bob's conflicting row can be locked at once.
+func TestSyncRefusedMutationReleasesRowLock(t *testing.T) {
+	// Bob's push waits for the held row longer than the test needs.
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('dA', 'alice', 'a'), ('dB', 'bob', 'b'), ('dH', 'bob', 'held')`,
+		func(s *httpapi.Sync) { s.PushLockTimeout = 10 * time.Second })
+	e.connect(t, "alice", "ca")
+	e.connect(t, "bob", "cb")
+	ctx := context.Background()
+	holder, err := e.d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT FROM app.docs WHERE id = 'dH' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	bob := make(chan reply, 1)
+	go func() {
+		bob <- e.post(t, "bob", "/sync/push", map[string]any{"client_id": "cb", "mutations": []map[string]any{
+			mut("b1", "docs", "update", map[string]any{"id": "dA"}, map[string]any{"title": "bob's"}),
+			{"mutation_id": "b2", "table": "docs", "op": "update", "pk": map[string]any{"id": "dB"},
+				"columns": map[string]any{"title": "x"}, "base_version": "not-the-version"},
+			mut("b3", "docs", "update", map[string]any{"id": "dH"}, map[string]any{"title": "after"})}})
+	}()
+	waitFor(t, "bob's push waits on the held row", 30*time.Second, func() (bool, error) {
+		var waiting bool
+		err := e.d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%synchro.push%')`).Scan(&waiting)
+		return waiting, err
+	})
+	// Neither row is locked any more (NOWAIT fails at once on a locked row).
+	for _, id := range []string{"dA", "dB"} {
+		probe, err := e.d.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = probe.Exec(ctx, `SELECT FROM app.docs WHERE id = $1 FOR UPDATE NOWAIT`, id)
+		probe.Rollback(ctx)
+		if err != nil {
+			t.Fatalf("bob's refused mutation still locks %s: %v", id, err)
+		}
+	}
+	resp := e.push(t, "alice", "ca", mut("a1", "docs", "update", map[string]any{"id": "dA"}, map[string]any{"title": "alice's"}))
+	requireOutcome(t, resp, "a1", "")
+	select {
+	case r := <-bob:
+		t.Fatalf("bob's push ended before the held row was released: %s", r.Raw)
+	default:
+	}
+	holder.Rollback(ctx)
+	resp = requireOK(t, "bob's push", <-bob)
+	requireOutcome(t, resp, "b1", "policy_rejected")
+	requireOutcome(t, resp, "b2", "version_conflict")
+	requireOutcome(t, resp, "b3", "")
 }

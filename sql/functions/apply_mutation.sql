@@ -1,7 +1,8 @@
 -- synchro.apply_mutation: applies one push mutation for client c (user_id, its
 -- assigned scopes) inside its own savepoint and returns its outcome; a rejected
--- mutation writes nothing and never undoes another. It validates table, key and
--- columns; locks the live row; checks base_version (compare-and-swap on the
+-- mutation writes nothing, never undoes another and holds no lock (its
+-- savepoint is rolled back). It validates table, key and columns; locks the
+-- live row; checks base_version (compare-and-swap on the
 -- row's current opaque version) and the write policy (synchro.write_allowed)
 -- before and after the write; and binds the fence the write fires to the client
 -- and mutation (settings synchro.client_id / synchro.mutation_id). It writes no
@@ -49,6 +50,7 @@ DECLARE
     state text;
     scopes text[];
     visible boolean;
+    conflict jsonb;
     only_kw text;
 BEGIN
     SELECT * INTO t FROM synchro.synced_table WHERE name = m ->> 'table';
@@ -136,10 +138,11 @@ BEGIN
             op := CASE WHEN before IS NULL THEN 'insert' ELSE 'update' END;
         END IF;
         -- The policy before the conflict check: a conflict answers with the
-        -- current row, which only a user allowed to see it may get.
+        -- current row, which only a user allowed to see it may get. A refusal
+        -- or a conflict raises, so that the savepoint's rollback releases the
+        -- row lock taken above instead of holding it until the push commits.
         IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, NULL, 'before') THEN
-            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
-                                              'message', 'the row is not in a scope assigned to this user');
+            RAISE EXCEPTION USING ERRCODE = 'SYPOL';
         END IF;
         IF (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
            OR (requested <> 'insert' AND base IS NOT NULL AND base IS DISTINCT FROM current_version) THEN
@@ -147,11 +150,12 @@ BEGIN
             -- scopes: the row and its version go back only when it is in one.)
             visible := before IS NOT NULL
                        AND EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key_text, before, true) s WHERE s = ANY (c.scope_set));
-            RETURN head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
+            conflict := head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
                 'message', CASE WHEN before IS NULL THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
                                 ELSE 'base_version is not the current version' END,
                 'server_version', CASE WHEN visible THEN current_version END,
                 'server_row_text', CASE WHEN visible THEN synchro.row_text(t, key_text) END);
+            RAISE EXCEPTION USING ERRCODE = 'SYCON';
         END IF;
 
         PERFORM set_config('synchro.client_id', c.client_id, true), set_config('synchro.mutation_id', m ->> 'mutation_id', true);
@@ -199,6 +203,8 @@ BEGIN
             'server_version', CASE WHEN visible THEN (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = r.relation_id AND h.key = key_text) END,
             'server_row_text', CASE WHEN visible THEN synchro.row_text(t, key_text) END);
     EXCEPTION
+        WHEN SQLSTATE 'SYCON' THEN
+            RETURN conflict;
         WHEN SQLSTATE 'SYPOL' THEN
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
                                               'message', 'the row is not in a scope assigned to this user');
