@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,7 +219,72 @@ func TestSyncRefusedMutationReleasesRowLock(t *testing.T) {
 	}
 	holder.Rollback(ctx)
 	resp = requireOK(t, "bob's push", <-bob)
-	requireOutcome(t, resp, "b1", "policy_rejected")
+	requireOutcome(t, resp, "b1", "version_conflict") // as a missing row (TestSyncPushKeyProbing)
 	requireOutcome(t, resp, "b2", "version_conflict")
 	requireOutcome(t, resp, "b3", "")
+}
+
+// TestSyncRefusalsStayOutOfServerLog (issue 28, finding 9): a client's refused
+// requests (synchro.refuse) are answered but not written to the PostgreSQL
+// server log, which a client could otherwise flood with ERROR lines and their
+// context. Reads the log of the test cluster (scripts/with-cluster.sh writes it
+// to server.log in the data directory) from before the requests.
+func TestSyncRefusalsStayOutOfServerLog(t *testing.T) {
+	e := newSyncEnv(t, "")
+	e.connect(t, "alice", "ca")
+	var offset int64
+	if err := e.d.Pool.QueryRow(context.Background(), `SELECT (pg_stat_file('server.log')).size`).Scan(&offset); err != nil {
+		t.Fatalf("the test cluster's server log: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		r := e.post(t, "alice", "/sync/push", map[string]any{"client_id": "not-connected", "mutations": []any{}})
+		requireError(t, "push of an unknown client", r, 409, "client_conflict")
+		r = e.post(t, "bob", "/sync/push", map[string]any{"client_id": "ca", "mutations": []any{}})
+		requireError(t, "push with another user's client", r, 409, "client_conflict")
+	}
+	// A genuine error is still logged, in the same way: the log is being read.
+	e.d.ExecErr(`SELECT 1 / 0 AS refusal_log_marker`)
+	var logged string
+	waitFor(t, "the marker error in the server log", 30*time.Second, func() (bool, error) {
+		err := e.d.Pool.QueryRow(context.Background(),
+			`SELECT pg_read_file('server.log', $1, (pg_stat_file('server.log')).size - $1)`, offset).Scan(&logged)
+		return strings.Contains(logged, "refusal_log_marker"), err
+	})
+	for _, msg := range []string{"client_id is not connected", "client_id is registered to another user"} {
+		if strings.Contains(logged, msg) {
+			t.Fatalf("the server logged a client refusal: %q", msg)
+		}
+	}
+}
+
+// TestSyncPushKeyProbing (issue 28, finding 9): an update or delete of a key in
+// another user's scopes is answered exactly as one of a key that does not
+// exist, so that probing tells nothing about keys outside the user's scopes.
+func TestSyncPushKeyProbing(t *testing.T) {
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('dA', 'alice', 'a')`)
+	e.connect(t, "bob", "cb")
+	answers := map[string]string{}
+	for _, id := range []string{"dA", "dMissing"} {
+		for _, op := range []string{"update", "delete"} {
+			var cols map[string]any
+			if op == "update" {
+				cols = map[string]any{"title": "probe"}
+			}
+			m := mut(op+"-"+id, "docs", op, map[string]any{"id": id}, cols)
+			m["base_version"] = "guess"
+			resp := e.push(t, "bob", "cb", m)
+			list, o := outcome(t, resp, op+"-"+id)
+			delete(o, "mutation_id")
+			delete(o, "pk")
+			answers[op+" "+id] = list + " " + mustMarshal(t, o)
+		}
+	}
+	for _, op := range []string{"update", "delete"} {
+		if answers[op+" dA"] != answers[op+" dMissing"] {
+			t.Fatalf("%s of another user's key: %s\nof a missing key: %s", op, answers[op+" dA"], answers[op+" dMissing"])
+		}
+	}
+	if got := queryText(t, e.d, `SELECT title FROM app.docs WHERE id = 'dA'`); got != "a" {
+		t.Fatalf("title %q", got)
+	}
 }

@@ -7,7 +7,9 @@
 -- before and after the write; and binds the fence the write fires to the client
 -- and mutation (settings synchro.client_id / synchro.mutation_id). It writes no
 -- pull-visible effect (ADR 001). Outcome statuses: applied; conflict
--- (version_conflict, with the current server_version and server_row); rejected
+-- (version_conflict, with the current server_version and server_row; an update
+-- or delete of a row outside the user's scopes is answered exactly as one of a
+-- missing row); rejected
 -- (policy_rejected, validation_failed, table_not_synced; constraints declared
 -- INITIALLY DEFERRED are checked within the mutation, so they reject it alone);
 -- retry (server_retryable: lock timeout, deadlock, serialization failure, an
@@ -50,6 +52,7 @@ DECLARE
     state text;
     scopes text[];
     visible boolean;
+    hidden boolean;
     conflict jsonb;
     only_kw text;
 BEGIN
@@ -141,17 +144,22 @@ BEGIN
         -- current row, which only a user allowed to see it may get. A refusal
         -- or a conflict raises, so that the savepoint's rollback releases the
         -- row lock taken above instead of holding it until the push commits.
-        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, NULL, 'before') THEN
+        -- An update or delete of a row the user may not write is answered as
+        -- one of a row that does not exist, so that probing keys outside the
+        -- user's scopes tells nothing. (An insert or upsert of a taken key
+        -- cannot hide that it is taken: policy_rejected.)
+        hidden := NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, NULL, 'before');
+        IF hidden AND requested NOT IN ('update', 'delete') THEN
             RAISE EXCEPTION USING ERRCODE = 'SYPOL';
         END IF;
-        IF (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
+        IF hidden OR (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
            OR (requested <> 'insert' AND base IS NOT NULL AND base IS DISTINCT FROM current_version) THEN
             -- (A registered policy may allow writing rows outside the user's
             -- scopes: the row and its version go back only when it is in one.)
-            visible := before IS NOT NULL
+            visible := NOT hidden AND before IS NOT NULL
                        AND EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key_text, before, true) s WHERE s = ANY (c.scope_set));
             conflict := head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
-                'message', CASE WHEN before IS NULL THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
+                'message', CASE WHEN before IS NULL OR hidden THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
                                 ELSE 'base_version is not the current version' END,
                 'server_version', CASE WHEN visible THEN current_version END,
                 'server_row_text', CASE WHEN visible THEN synchro.row_text(t, key_text) END);
