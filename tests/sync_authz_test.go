@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
 // sharedDocsSchema is the shape of issue 28's first finding: shared_docs are
@@ -286,5 +287,50 @@ func TestSyncPushKeyProbing(t *testing.T) {
 	}
 	if got := queryText(t, e.d, `SELECT title FROM app.docs WHERE id = 'dA'`); got != "a" {
 		t.Fatalf("title %q", got)
+	}
+}
+
+// TestClientRetention (issue 28, finding 9): synchro.client and synchro.mutation
+// have a retention (synchro.configure_client_retention). The worker retires a
+// client not seen for it, with its recorded outcomes, and prunes outcomes older than it of clients
+// still in use; a retired client is refused until it connects again, as a new
+// client. Requests keep a client's last_seen_at fresh.
+func TestClientRetention(t *testing.T) {
+	d := testdb.New(t)
+	d.Exec(t, syncSchema)
+	cfg := workerConfig(d, "sync")
+	cfg.PruneInterval = 20 * time.Millisecond
+	startStreaming(t, d, cfg)
+	d.Exec(t, `SELECT synchro.configure_client_retention('1 day')`)
+	configureReadiness(t, d, `'10 seconds'`, `1073741824`, `'60 seconds'`)
+	e := &syncEnv{d: d, cfg: cfg, url: serveSync(t, d)}
+	waitCaptureReady(t, d)
+	for _, c := range []string{"c-old", "c-new"} {
+		e.connect(t, "alice", c)
+		resp := e.push(t, "alice", c, mut(c+"-1", "docs", "insert", map[string]any{"id": c}, map[string]any{"owner_id": "alice"}),
+			mut(c+"-2", "docs", "update", map[string]any{"id": c}, map[string]any{"title": "t"}))
+		requireOutcome(t, resp, c+"-1", "")
+	}
+	// c-old was last seen (and pushed) two days ago; c-new pushed c-new-1 then.
+	d.Exec(t, `UPDATE synchro.client SET last_seen_at = now() - interval '2 days' WHERE client_id = 'c-old';
+		UPDATE synchro.mutation SET recorded_at = now() - interval '2 days' WHERE mutation_id IN ('c-old-1', 'c-old-2', 'c-new-1')`)
+	waitFor(t, "the worker prunes", 30*time.Second, func() (bool, error) {
+		return queryText(t, d, `SELECT count(*) FROM synchro.client WHERE client_id = 'c-old'`) == "0", nil
+	})
+	if got := rowsOf(t, d, `SELECT mutation_id FROM synchro.mutation ORDER BY 1`); mustMarshal(t, got) != `["c-new-2"]` {
+		t.Fatalf("recorded mutations %v, want [c-new-2]", got)
+	}
+	r := e.post(t, "alice", "/sync/push", map[string]any{"client_id": "c-old", "mutations": []any{}})
+	requireError(t, "push of a retired client", r, 409, "client_conflict")
+	e.connect(t, "alice", "c-old")
+	requireOutcome(t, e.push(t, "alice", "c-old", mut("c-old-3", "docs", "update", map[string]any{"id": "c-old"},
+		map[string]any{"title": "back"})), "c-old-3", "")
+
+	// A request of a client last seen long ago moves last_seen_at.
+	d.Exec(t, `UPDATE synchro.client SET last_seen_at = now() - interval '2 days' WHERE client_id = 'c-new'`)
+	requireOutcome(t, e.push(t, "alice", "c-new", mut("c-new-3", "docs", "update", map[string]any{"id": "c-new"},
+		map[string]any{"title": "again"})), "c-new-3", "")
+	if got := queryText(t, d, `SELECT (last_seen_at > now() - interval '1 minute')::text FROM synchro.client WHERE client_id = 'c-new'`); got != "true" {
+		t.Fatalf("c-new's last_seen_at did not move: %s", got)
 	}
 }
