@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +333,66 @@ func TestClientRetention(t *testing.T) {
 		map[string]any{"title": "again"})), "c-new-3", "")
 	if got := queryText(t, d, `SELECT (last_seen_at > now() - interval '1 minute')::text FROM synchro.client WHERE client_id = 'c-new'`); got != "true" {
 		t.Fatalf("c-new's last_seen_at did not move: %s", got)
+	}
+}
+
+// TestSmallUpdateOfLargeRowWAL (issue 28, finding 7): a one-word update of a
+// row whose body holds 4 MB writes WAL in proportion to the word, not the
+// body: the triggers of a registered table must not make PostgreSQL store the
+// unchanged (TOASTed) value again (4.6 MB per update before).
+// Capture is paused so that only the updates' own WAL is measured.
+func TestSmallUpdateOfLargeRowWAL(t *testing.T) {
+	const valueBytes = 4 << 20
+	e := newSyncEnv(t, `
+CREATE TABLE app.big_docs (id text PRIMARY KEY, owner_id text NOT NULL, title text, body text);
+ALTER TABLE app.big_docs ALTER COLUMN body SET STORAGE EXTERNAL; -- out of line, uncompressed
+SELECT synchro.register_table('app.big_docs', '{"kind":"column","template":"user:{owner_id}"}');
+INSERT INTO app.big_docs SELECT 'b1', 'alice', 'w0', string_agg(md5(i::text), '') FROM generate_series(1, 131072) i;`)
+	e.connect(t, "alice", "ca")
+	e.pauseCapture(t)
+	ctx := context.Background()
+	conn, err := e.d.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	lsn := func() string {
+		var l string
+		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	walSince := func(from string) int64 {
+		var n int64
+		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - $1::pg_lsn`, from).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const updates = 5
+	from := lsn()
+	for i := 1; i <= updates; i++ {
+		if _, err := conn.Exec(ctx, `UPDATE app.big_docs SET title = $1 WHERE id = 'b1'`, fmt.Sprintf("d%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	direct := walSince(from) / updates
+	from = lsn()
+	for i := 1; i <= updates; i++ {
+		id := fmt.Sprintf("p%d", i)
+		requireOutcome(t, e.push(t, "alice", "ca", mut(id, "big_docs", "update", map[string]any{"id": "b1"},
+			map[string]any{"title": id})), id, "")
+	}
+	pushed := walSince(from) / updates
+	t.Logf("WAL per one-word update of a row with a %d-byte value: direct %d bytes, push %d bytes", valueBytes, direct, pushed)
+	// A push also records its outcome, which carries the row as the answer
+	// gave it (synchro.mutation): the value once, never the table's copy too.
+	if direct > valueBytes/10 || pushed > valueBytes*3/2 {
+		t.Fatalf("WAL per update: direct %d, push %d bytes; want below a tenth of the %d-byte value, and a push below 1.5 times it",
+			direct, pushed, valueBytes)
+	}
+	if got := queryText(t, e.d, `SELECT octet_length(body)::text || ' ' || title FROM app.big_docs WHERE id = 'b1'`); got != fmt.Sprint(valueBytes)+" p5" {
+		t.Fatalf("row after the updates: %s", got)
 	}
 }
