@@ -396,3 +396,29 @@ INSERT INTO app.big_docs SELECT 'b1', 'alice', 'w0', string_agg(md5(i::text), ''
 		t.Fatalf("row after the updates: %s", got)
 	}
 }
+
+// TestSyncPushJoinThroughSQLRule: the rule of TestSyncPushJoinForeignRow for a
+// table with an sql rule reading a synced share table: a share naming oneself
+// on another user's report is refused; its owner may share it, and whoever may
+// write it may share it further.
+func TestSyncPushJoinThroughSQLRule(t *testing.T) {
+	e := newSyncEnv(t, `
+CREATE TABLE app.reports (id text PRIMARY KEY, owner_id text NOT NULL, title text);
+CREATE TABLE app.report_shares (id text PRIMARY KEY, report_id text NOT NULL, user_id text NOT NULL, shared_by text NOT NULL);
+SELECT synchro.register_table('app.report_shares', '{"kind":"column","template":"user:{shared_by}"}');
+SELECT synchro.register_table('app.reports', $${"kind":"sql",
+  "membership":"SELECT 'user:' || ($1->>'owner_id') UNION ALL SELECT 'user:' || (s.image->>'user_id') FROM synchro.projected('app.report_shares') s WHERE s.image->>'report_id' = $1->>'id'",
+  "impacts":{"app.report_shares":"SELECT $1->>'report_id'"}}$$);
+INSERT INTO app.reports (id, owner_id, title) VALUES ('rA', 'alice', 'q1');`)
+	for _, u := range []string{"alice", "bob", "carol"} {
+		e.connect(t, u, "c-"+u)
+	}
+	share := func(id, user, by string) map[string]any {
+		return mut(id, "report_shares", "insert", map[string]any{"id": id}, map[string]any{"report_id": "rA", "user_id": user, "shared_by": by})
+	}
+	requireOutcome(t, e.push(t, "bob", "c-bob", share("s1", "bob", "bob")), "s1", "policy_rejected")
+	requireOutcome(t, e.push(t, "alice", "c-alice", share("s2", "bob", "alice")), "s2", "")
+	requireOutcome(t, e.push(t, "bob", "c-bob", share("s3", "carol", "bob")), "s3", "")
+	requireOutcome(t, e.push(t, "carol", "c-carol", mut("u1", "reports", "update", map[string]any{"id": "rA"},
+		map[string]any{"title": "carol's"})), "u1", "")
+}
