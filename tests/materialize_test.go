@@ -544,10 +544,9 @@ func TestWorkerHeartbeat(t *testing.T) {
 // after several such updates of a row in one transaction, and after several
 // transactions changing a row that are materialized in one batch.
 //
-// The PL/pgSQL key guard (a BEFORE UPDATE trigger returning NEW) rebuilds the
-// new tuple, which re-toasts the value, so with the guard enabled pgoutput sends
-// whole values. The guard is disabled here (the fence still rejects key
-// changes) so that pgoutput really sends partial images.
+// The key guard (a PL/pgSQL BEFORE UPDATE trigger) returns NEW untouched, so
+// the unchanged value keeps its place and pgoutput leaves it out (it used to
+// rebuild the tuple, storing and logging the value again: issue 28).
 func TestMaterializePartialImages(t *testing.T) {
 	t.Parallel()
 	d := testdb.New(t)
@@ -628,8 +627,7 @@ func partialImageTable(t *testing.T, d *testdb.DB) {
 	d.Exec(t, `CREATE SCHEMA app;
 		CREATE TABLE app.big (id int PRIMARY KEY, body text, v text);
 		ALTER TABLE app.big ALTER COLUMN body SET STORAGE EXTERNAL;
-		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}');
-		ALTER TABLE app.big DISABLE TRIGGER synchro_key_guard`)
+		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}')`)
 }
 
 // TestMaterializeUpdateWithOutOfLineKey: a long key (within
@@ -1154,8 +1152,8 @@ func TestMaterializeTransactionLargerThanOneValue(t *testing.T) {
 // (registration refuses a populated relation, but the rows of a partition
 // attached while populated have none; here the row's projection is removed).
 // An update that leaves its out-of-line value out of the image (pgoutput sends
-// such partial images once the key guard, which rebuilds the tuple, is
-// disabled) cannot be completed: the transaction is quarantined rather than
+// such partial images: the key guard returns the row untouched) cannot be
+// completed: the transaction is quarantined rather than
 // published without the column.
 func TestPartialImageWithoutProjectionIsQuarantined(t *testing.T) {
 	t.Parallel()
@@ -1163,8 +1161,7 @@ func TestPartialImageWithoutProjectionIsQuarantined(t *testing.T) {
 	d.Exec(t, `CREATE SCHEMA app;
 		CREATE TABLE app.big (id int PRIMARY KEY, body text, v text);
 		ALTER TABLE app.big ALTER COLUMN body SET STORAGE EXTERNAL;
-		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}');
-		ALTER TABLE app.big DISABLE TRIGGER synchro_key_guard`)
+		SELECT synchro.register_table('app.big', '{"kind":"shared","scope":"all"}')`)
 	cfg := workerConfig(d, "w1")
 	log := logTo(&cfg)
 	startStreaming(t, d, cfg)

@@ -47,6 +47,14 @@ const captureGuardSetup = `
 	INSERT INTO app.cards VALUES ('c1', 'b1'), ('c2', 'b2');
 	INSERT INTO app.rooms VALUES ('room1');`
 
+// permissivePolicies registers a custom write policy that allows every write
+// on every table of captureGuardSetup.
+const permissivePolicies = `
+	CREATE FUNCTION app.anything(user_id text, op text, table_name text, before jsonb, after jsonb)
+		RETURNS boolean LANGUAGE sql AS 'SELECT true';
+	SELECT synchro.set_write_policy(t, 'app.anything(text,text,text,jsonb,jsonb)')
+	FROM unnest('{app.reports,app.sheets,app.grants,app.boards,app.cards,app.rooms,app.room_members}'::regclass[]) t;`
+
 // captureGuardCase: bad, pushed by u1 ahead of a valid docs insert in the same
 // push, would make materialization fail; the rejection names table.
 type captureGuardCase struct {
@@ -69,11 +77,7 @@ func runCaptureGuard(t *testing.T, cases []captureGuardCase) {
 			t.Parallel()
 			setup := captureGuardSetup
 			if c.policy {
-				setup += `
-					CREATE FUNCTION app.anything(user_id text, op text, table_name text, before jsonb, after jsonb)
-						RETURNS boolean LANGUAGE sql AS 'SELECT true';
-					SELECT synchro.set_write_policy(t, 'app.anything(text,text,text,jsonb,jsonb)')
-					FROM unnest('{app.reports,app.sheets,app.grants,app.boards,app.cards,app.rooms,app.room_members}'::regclass[]) t;`
+				setup += permissivePolicies
 			}
 			e := newSyncEnv(t, setup)
 			waitCaptureReady(t, e.d)
@@ -165,10 +169,12 @@ func TestSyncPushGuardsPermissivePolicy(t *testing.T) {
 
 // TestSyncPushGuardAcceptsValidChanges: the pushes of TestSyncPushGuardsRulesThatReadIt
 // with values the rules take are applied, and materialization moves the rows the
-// rules read them for.
+// rules read them for. Most of them give rows u1 may not write (u2's report and
+// sheet, team cards, the room) a scope, which the default write policy refuses
+// (TestSyncPushJoinForeignRow): the permissive policy allows them.
 func TestSyncPushGuardAcceptsValidChanges(t *testing.T) {
 	t.Parallel()
-	e := newSyncEnv(t, captureGuardSetup)
+	e := newSyncEnv(t, captureGuardSetup+permissivePolicies)
 	waitCaptureReady(t, e.d)
 	e.connect(t, "u1", "c1")
 	resp := e.push(t, "u1", "c1",

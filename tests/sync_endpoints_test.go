@@ -869,9 +869,10 @@ func TestSyncEndpointScopeAssignment(t *testing.T) {
 
 // TestSyncEndpointPushOutcomes: every push rejection code with its contract:
 // version_conflict (stale base_version, insert of an existing row, update or
-// delete of a missing row) with server_version and server_row; policy_rejected
-// (read-only table, another user's row, a change that moves a row out of the
-// user's scopes, an insert into another user's scope) changing nothing;
+// delete of a missing row, or of another user's row, answered alike) with
+// server_version and server_row; policy_rejected (read-only table, an upsert of
+// another user's row, a change that moves a row out of the user's scopes, an
+// insert into another user's scope) changing nothing;
 // validation_failed naming the column or constraint, never the value;
 // table_not_synced; server_retryable for a locked row, not recorded, so the
 // same mutation applies once the lock is gone. A rejected mutation never rolls
@@ -973,10 +974,16 @@ func TestSyncEndpointPushOutcomes(t *testing.T) {
 			mut("p-ins-other", "docs", "insert", map[string]any{"id": "d9"}, map[string]any{"owner_id": "u2", "title": "zz-planted-zz"}),
 			mut("p-task", "tasks", "insert", map[string]any{"id": 5}, map[string]any{"project_id": "nowhere-project", "title": "zz-orphan-zz"}),
 		)
-		for _, id := range []string{"p-t-ins", "p-t-upd", "p-t-del", "p-other-upd", "p-other-del", "p-other-upsert", "p-move", "p-ins-other"} {
+		for _, id := range []string{"p-t-ins", "p-t-upd", "p-t-del", "p-other-upsert", "p-move", "p-ins-other"} {
 			o := rejected(t, resp, id, "rejected", "policy_rejected")
 			if _, ok := o["server_row"]; ok {
 				t.Fatalf("%s: a policy rejection carries a row: %v", id, o)
+			}
+		}
+		// An update or delete of another user's row: as of a missing row.
+		for _, id := range []string{"p-other-upd", "p-other-del"} {
+			if o := rejected(t, resp, id, "conflict", "version_conflict"); o["server_row"] != nil || o["message"] != "the row does not exist" {
+				t.Fatalf("%s: %v", id, o)
 			}
 		}
 		// An orphan task (no project) is in no scope: refused (policy or constraint).
@@ -1095,7 +1102,7 @@ func TestSyncEndpointPushOutcomes(t *testing.T) {
 			mut("rb7", "docs", "update", map[string]any{"id": "r1"}, map[string]any{"owner_id": "u2"}))
 		applied(t, resp, "rb1")
 		rejected(t, resp, "rb2", "rejected", "validation_failed")
-		rejected(t, resp, "rb3", "rejected", "policy_rejected")
+		rejected(t, resp, "rb3", "conflict", "version_conflict") // another user's row: as a missing one
 		rejected(t, resp, "rb4", "conflict", "version_conflict")
 		rejected(t, resp, "rb5", "rejected", "table_not_synced")
 		o := applied(t, resp, "rb6")

@@ -42,8 +42,9 @@ func isoNoChangesOf(t *testing.T, what string, page map[string]any, scope string
 // TestSyncIsolationBetweenUsers: user u1 cannot pull u2's scope even with u2's
 // real cursor (it is answered in scope_updates.remove and nothing of it is
 // served), cannot rebuild it (400, also with u2's session cursor), cannot write
-// u2's rows in any way nor read them through push answers (policy_rejected,
-// nothing changed, no row in the answer), and cannot use u2's client_id (409).
+// u2's rows in any way nor read them through push answers (policy_rejected, or
+// answered as a missing row; nothing changed, no row in the answer), and cannot
+// use u2's client_id (409).
 func TestSyncIsolationBetweenUsers(t *testing.T) {
 	t.Parallel()
 	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('a1', 'u1', 'alpha'), ('b1', 'u2', 'zz-bravo-secret-zz');
@@ -141,8 +142,15 @@ func TestSyncIsolationBetweenUsers(t *testing.T) {
 		for _, m := range muts {
 			id := m["mutation_id"].(string)
 			list, o := outcome(t, resp, id)
-			if list != "rejected" || o["code"] != "policy_rejected" {
-				t.Errorf("mutation %s (%s %s %v): %s %v, want policy_rejected", id, m["op"], m["table"], m["pk"], list, o)
+			// An update or delete of u2's row is answered as one of a missing
+			// row (TestSyncPushKeyProbing); an insert or a write into u2's
+			// scopes is refused.
+			want := "policy_rejected"
+			if op := m["op"]; (op == "update" || op == "delete") && id != "i9" && id != "i14" {
+				want = "version_conflict"
+			}
+			if list != "rejected" || o["code"] != want {
+				t.Errorf("mutation %s (%s %s %v): %s %v, want %s", id, m["op"], m["table"], m["pk"], list, o, want)
 			}
 			if o["server_row"] != nil || o["server_version"] != nil {
 				t.Errorf("mutation %s: the answer carries u2's row: %v", id, o)
@@ -484,7 +492,8 @@ func TestSyncIdempotency(t *testing.T) {
 					t.Fatalf("%s: mutation %s has %d fences", orders, id(k), f)
 				}
 			}
-			if !strings.Contains(outcomes[id("3")], "policy_rejected") {
+			// u2's row: answered as a missing one (TestSyncPushKeyProbing).
+			if !strings.Contains(outcomes[id("3")], "the row does not exist") {
 				t.Fatalf("%s: mutation %s: %s", orders, id("3"), outcomes[id("3")])
 			}
 			if c := queryInt(t, e.d, `SELECT count(*) FROM synchro.mutation WHERE client_id = 'c1' AND mutation_id = ANY ($1)`,

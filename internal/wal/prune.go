@@ -7,15 +7,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// pruneChunk is the most source transactions one pruning call covers, so that
-// each call is a short transaction however much history waits.
+// pruneChunk is the most source transactions (or clients and push outcomes) one
+// pruning call covers, so that each call is a short transaction however much
+// history waits.
 const pruneChunk = 5000
 
-// pruneHistory prunes the capture history (event ledger and write fences) of
-// acknowledged transactions older than HistoryRetention every PruneInterval,
-// chunk by chunk until none is left, logging progress while a round lasts. A
-// chunk takes as long as it takes: timeouts set for application sessions do not
-// bind it (untimed).
+// pruneHistory prunes, every PruneInterval, the capture history (event ledger
+// and write fences) of acknowledged transactions older than HistoryRetention
+// (unless it is zero) and the clients and push outcomes older than the client
+// retention (synchro.prune_clients), chunk by chunk until none is left, logging
+// progress while a round lasts. A chunk takes as long as it takes: timeouts set for
+// application sessions do not bind it (untimed).
 func (w *Worker) pruneHistory(ctx context.Context) {
 	t := time.NewTicker(w.cfg.PruneInterval)
 	defer t.Stop()
@@ -25,7 +27,10 @@ func (w *Worker) pruneHistory(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		w.pruneRound(ctx)
+		if w.cfg.HistoryRetention > 0 {
+			w.pruneRound(ctx)
+		}
+		w.pruneClients(ctx)
 	}
 }
 
@@ -56,5 +61,30 @@ func (w *Worker) pruneRound(ctx context.Context) {
 	if txns > 0 {
 		w.cfg.Log.Info("capture history pruned", "worker", w.cfg.WorkerID, "transactions", txns, "events", events,
 			"retention", w.cfg.HistoryRetention.String(), "took", time.Since(started).Round(time.Millisecond).String())
+	}
+}
+
+// pruneClients retires the clients not seen for the client retention and
+// removes the push outcomes older than it (synchro.prune_clients), chunk by
+// chunk.
+func (w *Worker) pruneClients(ctx context.Context) {
+	var clients, mutations int64
+	for ctx.Err() == nil {
+		var c, m int64
+		err := w.untimed(ctx, func(r pgx.Row) error { return r.Scan(&c, &m) },
+			`SELECT clients, mutations FROM synchro.prune_clients($1)`, pruneChunk)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.cfg.Log.Warn("client pruning failed", "worker", w.cfg.WorkerID, "error", err.Error())
+			}
+			break
+		}
+		clients, mutations = clients+c, mutations+m
+		if c == 0 && m == 0 {
+			break
+		}
+	}
+	if clients > 0 || mutations > 0 {
+		w.cfg.Log.Info("clients pruned", "worker", w.cfg.WorkerID, "clients", clients, "mutations", mutations)
 	}
 }

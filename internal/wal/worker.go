@@ -56,6 +56,8 @@ type Config struct {
 	// HistoryRetention is how long the event ledger and write fences of an
 	// acknowledged transaction are kept (synchro.prune_capture_history); zero
 	// keeps them for good. PruneInterval is how often the worker prunes.
+	// The worker also retires clients and prunes push outcomes then, by the
+	// client retention stored in the database (synchro.prune_clients).
 	HistoryRetention time.Duration
 	PruneInterval    time.Duration
 
@@ -218,9 +220,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	go w.heartbeat(hbCtx)
-	if w.cfg.HistoryRetention > 0 {
-		go w.pruneHistory(hbCtx)
-	}
+	go w.pruneHistory(hbCtx)
 	lastBlock := ""
 	for {
 		err := w.session(ctx)

@@ -1,12 +1,15 @@
 -- synchro.apply_mutation: applies one push mutation for client c (user_id, its
 -- assigned scopes) inside its own savepoint and returns its outcome; a rejected
--- mutation writes nothing and never undoes another. It validates table, key and
--- columns; locks the live row; checks base_version (compare-and-swap on the
+-- mutation writes nothing, never undoes another and holds no lock (its
+-- savepoint is rolled back). It validates table, key and columns; locks the
+-- live row; checks base_version (compare-and-swap on the
 -- row's current opaque version) and the write policy (synchro.write_allowed)
 -- before and after the write; and binds the fence the write fires to the client
 -- and mutation (settings synchro.client_id / synchro.mutation_id). It writes no
 -- pull-visible effect (ADR 001). Outcome statuses: applied; conflict
--- (version_conflict, with the current server_version and server_row); rejected
+-- (version_conflict, with the current server_version and server_row; an update
+-- or delete of a row outside the user's scopes is answered exactly as one of a
+-- missing row); rejected
 -- (policy_rejected, validation_failed, table_not_synced; constraints declared
 -- INITIALLY DEFERRED are checked within the mutation, so they reject it alone);
 -- retry (server_retryable: lock timeout, deadlock, serialization failure, an
@@ -23,6 +26,10 @@ CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text
 RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- Every rule it evaluates (the policy, the answer's visibility) reads the rows
+-- its transaction sees, sql rules included (synchro.projected): never state
+-- older than the push's snapshot.
+SET synchro.rule_reads = 'live'
 AS $$
 DECLARE
     requested text := m ->> 'op';
@@ -45,6 +52,8 @@ DECLARE
     state text;
     scopes text[];
     visible boolean;
+    hidden boolean;
+    conflict jsonb;
     only_kw text;
 BEGIN
     SELECT * INTO t FROM synchro.synced_table WHERE name = m ->> 'table';
@@ -132,22 +141,29 @@ BEGIN
             op := CASE WHEN before IS NULL THEN 'insert' ELSE 'update' END;
         END IF;
         -- The policy before the conflict check: a conflict answers with the
-        -- current row, which only a user allowed to see it may get.
-        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, NULL, 'before') THEN
-            RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
-                                              'message', 'the row is not in a scope assigned to this user');
+        -- current row, which only a user allowed to see it may get. A refusal
+        -- or a conflict raises, so that the savepoint's rollback releases the
+        -- row lock taken above instead of holding it until the push commits.
+        -- An update or delete of a row the user may not write is answered as
+        -- one of a row that does not exist, so that probing keys outside the
+        -- user's scopes tells nothing. (An insert or upsert of a taken key
+        -- cannot hide that it is taken: policy_rejected.)
+        hidden := NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, NULL, 'before');
+        IF hidden AND requested NOT IN ('update', 'delete') THEN
+            RAISE EXCEPTION USING ERRCODE = 'SYPOL';
         END IF;
-        IF (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
+        IF hidden OR (op = 'insert' AND before IS NOT NULL) OR (op <> 'insert' AND before IS NULL)
            OR (requested <> 'insert' AND base IS NOT NULL AND base IS DISTINCT FROM current_version) THEN
             -- (A registered policy may allow writing rows outside the user's
             -- scopes: the row and its version go back only when it is in one.)
-            visible := before IS NOT NULL
+            visible := NOT hidden AND before IS NOT NULL
                        AND EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key_text, before, true) s WHERE s = ANY (c.scope_set));
-            RETURN head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
-                'message', CASE WHEN before IS NULL THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
+            conflict := head || jsonb_build_object('status', 'conflict', 'code', 'version_conflict',
+                'message', CASE WHEN before IS NULL OR hidden THEN 'the row does not exist' WHEN op = 'insert' THEN 'the row already exists'
                                 ELSE 'base_version is not the current version' END,
                 'server_version', CASE WHEN visible THEN current_version END,
                 'server_row_text', CASE WHEN visible THEN synchro.row_text(t, key_text) END);
+            RAISE EXCEPTION USING ERRCODE = 'SYCON';
         END IF;
 
         PERFORM set_config('synchro.client_id', c.client_id, true), set_config('synchro.mutation_id', m ->> 'mutation_id', true);
@@ -176,14 +192,15 @@ BEGIN
                 INTO after USING key_text;
             key_text := coalesce(after ->> r.key_column, key_text);
         END IF;
-        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
-            RAISE EXCEPTION USING ERRCODE = 'SYPOL';
-        END IF;
         -- Nothing materialization will evaluate for this write may fail or
         -- give a scope id too long: it would block capture for every client.
+        -- (Checked ahead of the policy, which evaluates the same rules.)
         -- The row's scopes after the write (a delete: before it) decide below
         -- whether the answer carries the row.
         scopes := synchro.materializable_scopes(t, key_text, before, after);
+        IF NOT synchro.write_allowed(t, user_id, c.scope_set, op, key_text, before, after, 'after') THEN
+            RAISE EXCEPTION USING ERRCODE = 'SYPOL';
+        END IF;
         IF after IS NULL THEN
             scopes := ARRAY(SELECT synchro.scopes_of(t.scope_rule, key_text, before, true));
         END IF;
@@ -194,6 +211,8 @@ BEGIN
             'server_version', CASE WHEN visible THEN (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = r.relation_id AND h.key = key_text) END,
             'server_row_text', CASE WHEN visible THEN synchro.row_text(t, key_text) END);
     EXCEPTION
+        WHEN SQLSTATE 'SYCON' THEN
+            RETURN conflict;
         WHEN SQLSTATE 'SYPOL' THEN
             RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected',
                                               'message', 'the row is not in a scope assigned to this user');

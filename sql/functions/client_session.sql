@@ -9,6 +9,7 @@
 -- otherwise an unknown client is refused. A client_id bound to another user is
 -- refused (409 client_conflict). A schema hash in the request
 -- that is not the current one is refused (422 schema_mismatch) unless connecting.
+-- Its requests keep the client from retirement (synchro.prune_clients).
 CREATE OR REPLACE FUNCTION synchro.client_session(user_id text, request jsonb, connect boolean)
 RETURNS synchro.client
 LANGUAGE plpgsql
@@ -41,6 +42,15 @@ BEGIN
     END IF;
     IF c.user_id IS DISTINCT FROM user_id THEN
         PERFORM synchro.refuse(409, 'client_conflict', 'client_id is registered to another user');
+    END IF;
+    -- last_seen_at, by which synchro.prune_clients retires idle clients, moves
+    -- at most hourly (one write per client and hour, not per request); a
+    -- client retired meanwhile is not connected.
+    IF c.last_seen_at < now() - interval '1 hour' THEN
+        UPDATE synchro.client k SET last_seen_at = now() WHERE k.client_id = cid RETURNING * INTO c;
+        IF NOT FOUND THEN
+            PERFORM synchro.refuse(409, 'client_conflict', 'client_id is not connected; call /sync/connect first');
+        END IF;
     END IF;
     IF c.scope_set IS DISTINCT FROM assigned THEN
         UPDATE synchro.client k

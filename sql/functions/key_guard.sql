@@ -13,9 +13,17 @@ RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    -- A copy of NEW (its tuple, TOAST pointers and all). Rendering a record
+    -- (to_jsonb) detoasts its out-of-line values in place, and NEW returned
+    -- so would be a rebuilt tuple whose large values PostgreSQL stores and
+    -- logs again: a one-word update of a row with a 4 MB value wrote 4 MB of
+    -- WAL. Returned untouched, NEW keeps them where they are.
+    new_row record;
 BEGIN
     IF TG_OP = 'UPDATE' THEN
-        IF to_jsonb(OLD) -> TG_ARGV[0] IS DISTINCT FROM to_jsonb(NEW) -> TG_ARGV[0] THEN
+        new_row := NEW;
+        IF to_jsonb(OLD) -> TG_ARGV[0] IS DISTINCT FROM to_jsonb(new_row) -> TG_ARGV[0] THEN
             RAISE EXCEPTION 'synchro: primary key change of registered relation %.% is not supported; delete and insert instead',
                 TG_TABLE_SCHEMA, TG_TABLE_NAME
                 USING ERRCODE = 'feature_not_supported';

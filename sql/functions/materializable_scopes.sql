@@ -11,10 +11,8 @@
 -- It evaluates what materialization evaluates at the push's commit: the row's
 -- own rule over its new image, and, for every synced table whose rule reads t
 -- (synchro.rule_read; none for most tables, which pay for their own row only),
--- the impact of the change (synchro.impacted_keys over both images, the keys
--- taken as numbers for a table with integer keys) and the rule of every
--- impacted row that passed a fence (synchro.row_head; a row written before its
--- table was registered is not projected, so not evaluated there either). It
+-- the impact of the change (synchro.impacted_rows over both images) and the
+-- rule of every impacted row. It
 -- evaluates over the live rows the push's transaction sees, the mutation and
 -- the push's earlier ones included, where materialization reads projections:
 -- path and members rules look rows up live, and the setting synchro.rule_reads
@@ -40,15 +38,11 @@ DECLARE
     longest integer;
 BEGIN
     -- The images as materialization holds them: registered columns only.
-    SELECT before - x.unregistered, after - x.unregistered INTO old_image, new_image
-    FROM (SELECT ARRAY(SELECT a.attname::text FROM pg_attribute a
-                       WHERE a.attrelid = r.relation_oid AND a.attnum > 0 AND NOT a.attisdropped
-                         AND a.attname <> ALL (r.columns)) AS unregistered
-          FROM synchro.relation r WHERE r.relation_id = t.relation_id) x;
+    old_image := synchro.registered_image(t.relation_id, before);
+    new_image := synchro.registered_image(t.relation_id, after);
     FOR s IN
-        SELECT st.table_id, st.name, st.relation_id, st.scope_rule, r.key_type, rr.table_id IS NOT NULL AS reads
+        SELECT st.table_id, st.name, st.relation_id, st.scope_rule, rr.table_id IS NOT NULL AS reads
         FROM synchro.synced_table st
-        JOIN synchro.relation r ON r.relation_id = st.relation_id
         LEFT JOIN synchro.rule_read rr ON rr.table_id = st.table_id AND rr.relation_id = t.relation_id
         WHERE st.table_id = t.table_id OR rr.table_id IS NOT NULL
         ORDER BY st.table_id <> t.table_id, st.table_id
@@ -56,15 +50,7 @@ BEGIN
         BEGIN
             impacted := '{}';
             IF s.reads THEN
-                impacted := ARRAY(SELECT DISTINCT k
-                                  FROM synchro.impacted_keys(s.table_id, t.relation_id, materializable_scopes.key,
-                                                             old_image, new_image, true) k);
-                IF s.key_type <> 'string' THEN
-                    PERFORM max(k::numeric) FROM unnest(impacted) k;
-                END IF;
-                impacted := ARRAY(SELECT h.key FROM synchro.row_head h
-                                  WHERE h.relation_id = s.relation_id AND h.key = ANY (impacted)
-                                    AND NOT (s.table_id = t.table_id AND h.key = materializable_scopes.key));
+                impacted := synchro.impacted_rows(s.table_id, t, materializable_scopes.key, old_image, new_image);
             END IF;
             SELECT max(octet_length(x.scope)), coalesce(array_agg(x.scope) FILTER (WHERE x.own), '{}')
             INTO longest, scopes

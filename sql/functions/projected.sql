@@ -1,11 +1,12 @@
 -- synchro.projected: the projected rows (key, image) of a registered relation, for
 -- custom ("sql") scope rules. It reads projections, never live rows, except
--- while the setting synchro.rule_reads is 'live': only
--- synchro.materializable_scopes sets it (for the length of its call), to
--- evaluate rules over the live rows of a push's transaction as materialization
--- will evaluate them over projections at its commit; materialization pins it
--- off. The setting gates each branch as a one-time filter, so the other one
--- never runs.
+-- while the setting synchro.rule_reads is 'live': push's functions
+-- (synchro.apply_mutation, synchro.write_allowed, synchro.materializable_scopes,
+-- synchro.impact_allowed) set it for the length of their call, so that push
+-- authorizes and checks over the live rows its transaction sees, as
+-- materialization will evaluate them over projections at its commit;
+-- materialization pins it off. The setting gates each branch as a one-time
+-- filter, so the other one never runs.
 CREATE OR REPLACE FUNCTION synchro.projected(relation regclass)
 RETURNS TABLE (key text, image jsonb)
 LANGUAGE sql STABLE

@@ -4,7 +4,7 @@
 -- evaluates over projections only (live = false, never live rows). Push's write
 -- policy passes live = true: path and members rules then follow the live rows the
 -- pushing transaction sees (so a parent written earlier in the same push counts);
--- sql rules always read projections.
+-- sql rules read what synchro.projected gives, live rows in push's functions.
 CREATE OR REPLACE FUNCTION synchro.scopes_by_lookup(rule jsonb, key text, image jsonb, live boolean)
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE

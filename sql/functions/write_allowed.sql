@@ -3,13 +3,17 @@
 -- it is done (and rolled back when refused). A registered custom policy
 -- (synchro.set_write_policy) decides alone, in phase 'after', seeing both images.
 -- Otherwise the row must belong, before (update, delete) and after (insert,
--- update), to at least one scope in assigned, evaluated with the table's scope
--- rule over the live rows the pushing transaction sees (synchro.scopes_of, live).
+-- update), to at least one scope in assigned, and in phase 'after' the write
+-- may give a scope only to rows of other tables the user could write before
+-- (synchro.impact_allowed). Both are evaluated with the scope rules over the
+-- live rows the pushing transaction sees (synchro.scopes_of, live; sql rules'
+-- synchro.projected reads live rows too: never a lagging projection).
 CREATE OR REPLACE FUNCTION synchro.write_allowed(t synchro.synced_table, user_id text, assigned text[], op text,
                                                 key text, before jsonb, after jsonb, phase text)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET synchro.rule_reads = 'live'
 AS $$
 DECLARE
     fn regprocedure := (SELECT w.policy FROM synchro.write_policy w WHERE w.table_id = t.table_id);
@@ -23,7 +27,8 @@ BEGIN
         EXECUTE format('SELECT %s($1, $2, $3, $4, $5)', fn::oid::regproc) INTO allowed USING user_id, op, t.name, before, after;
         RETURN coalesce(allowed, false);
     END IF;
-    RETURN image IS NULL
-        OR EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key, image, true) s WHERE s = ANY (assigned));
+    RETURN (image IS NULL
+            OR EXISTS (SELECT FROM synchro.scopes_of(t.scope_rule, key, image, true) s WHERE s = ANY (assigned)))
+        AND (phase = 'before' OR synchro.impact_allowed(t, assigned, key, before, after));
 END
 $$;

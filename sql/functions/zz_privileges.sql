@@ -18,6 +18,7 @@ GRANT EXECUTE ON FUNCTION synchro.evaluate_readiness() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.is_ready() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_readiness(interval, bigint, interval, name) TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_protocol(integer, text) TO synchro_operator;
+GRANT EXECUTE ON FUNCTION synchro.configure_client_retention(interval) TO synchro_operator;
 -- synchro.synced_row carries row data (keys; a checksum over key and image confirms
 -- guessed values): not the operator's. Earlier bundles granted it, and CREATE OR
 -- REPLACE VIEW keeps grants, so it is revoked explicitly.

@@ -1,0 +1,12 @@
+-- synchro.registered_image: a live row image (to_jsonb of the row) of registered
+-- relation rid as materialization holds it: its registered columns only. NULL
+-- stays NULL.
+CREATE OR REPLACE FUNCTION synchro.registered_image(rid bigint, image jsonb)
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT image - ARRAY(SELECT a.attname::text FROM synchro.relation r
+                         JOIN pg_attribute a ON a.attrelid = r.relation_oid AND a.attnum > 0 AND NOT a.attisdropped
+                         WHERE r.relation_id = rid AND a.attname <> ALL (r.columns))
+$$;
