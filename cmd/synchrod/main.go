@@ -66,8 +66,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.IntVar(&limits.MaxMutations, "max-mutations", limits.MaxMutations, "most mutations per push (env SYNCHRO_MAX_MUTATIONS)")
 	fs.IntVar(&limits.MaxPageSize, "max-page-size", limits.MaxPageSize, "largest pull or rebuild page; larger limits are capped (env SYNCHRO_MAX_PAGE_SIZE)")
 	captureWait := fs.Duration("capture-wait", 2*time.Second, "how long pull and rebuild wait for a client's pushed changes to be captured before 503 capture_pending (env SYNCHRO_CAPTURE_WAIT)")
-	maxUserRequests := fs.Int("max-user-requests", 16, "most sync requests of one user in flight per process; more get 429 retry_later; 0 = unbounded (env SYNCHRO_MAX_USER_REQUESTS)")
+	httpPoolSize := fs.Int("http-pool-size", 16, "database connections of the sync requests (env SYNCHRO_HTTP_POOL_SIZE)")
+	maxUserRequests := fs.Int("max-user-requests", 4, "most sync requests of one user in flight per process, at most --http-pool-size minus 1; more get 429 retry_later (env SYNCHRO_MAX_USER_REQUESTS)")
+	maxBytesInFlight := fs.Int64("max-body-bytes-in-flight", 64<<20, "request body bytes of all sync requests in flight per process, at least --max-body-bytes; more get 503 retry_later (env SYNCHRO_MAX_BODY_BYTES_IN_FLIGHT)")
 	pushLockTimeout := fs.Duration("push-lock-timeout", 5*time.Second, "how long a push mutation waits for a row lock before server_retryable (env SYNCHRO_PUSH_LOCK_TIMEOUT)")
+	pushTimeout := fs.Duration("push-timeout", 30*time.Second, "longest run of one push transaction; a longer one is rolled back and answered 503 retry_later (env SYNCHRO_PUSH_TIMEOUT)")
 	minProtocol := fs.Int("min-protocol-version", 3, "lowest protocol version connect accepts (env SYNCHRO_MIN_PROTOCOL_VERSION)")
 	minAppVersion := fs.String("min-app-version", "", "lowest app_version connect accepts, dotted numbers; empty = any (env SYNCHRO_MIN_APP_VERSION)")
 	if err := config.Parse(fs, args); err != nil {
@@ -87,8 +90,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
 	}
-	if *heartbeat <= 0 || *maxUserRequests < 0 {
-		return fmt.Errorf("--heartbeat-interval must be positive and --max-user-requests not negative (0: no bound)")
+	if *heartbeat <= 0 || *maxUserRequests <= 0 || *httpPoolSize < 2 || *maxUserRequests >= *httpPoolSize {
+		return fmt.Errorf("--heartbeat-interval and --max-user-requests must be positive, --http-pool-size at least 2 and above --max-user-requests")
+	}
+	if *pushTimeout < *pushLockTimeout || *maxBytesInFlight < limits.MaxBodyBytes {
+		return fmt.Errorf("--push-timeout must be at least --push-lock-timeout and --max-body-bytes-in-flight at least --max-body-bytes")
 	}
 	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 {
 		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive")
@@ -101,17 +107,23 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 
 	// pool serves the startup statements and the metrics scrapes; HTTP sync
-	// requests have servicePool, the worker a pool of its own (wal.NewPool).
+	// requests have servicePool, readiness opsPool (never behind user traffic),
+	// the worker a pool of its own (wal.NewPool).
 	pool, err := pgxpool.New(ctx, common.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database URL: %w", err)
 	}
 	defer pool.Close()
-	servicePool, err := httpapi.ServicePool(ctx, common.DatabaseURL)
+	servicePool, err := httpapi.ServicePool(ctx, common.DatabaseURL, int32(*httpPoolSize))
 	if err != nil {
 		return err
 	}
 	defer servicePool.Close()
+	opsPool, err := httpapi.OpsPool(ctx, common.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer opsPool.Close()
 	if err := migrate.Check(ctx, pool); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
@@ -146,9 +158,10 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	router := httpapi.NewRouter(httpapi.Deps{Pool: servicePool, Metrics: m, Sync: &httpapi.Sync{
+	router := httpapi.NewRouter(httpapi.Deps{Pool: opsPool, Metrics: m, Sync: &httpapi.Sync{
 		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
-		PushLockTimeout: *pushLockTimeout, Log: log, Metrics: m, MaxUserRequests: *maxUserRequests,
+		PushLockTimeout: *pushLockTimeout, PushTimeout: *pushTimeout, Log: log, Metrics: m,
+		MaxUserRequests: *maxUserRequests, MaxBytesInFlight: *maxBytesInFlight,
 	}})
 	srv := httpapi.NewServer(router)
 	errc := make(chan error, 1)

@@ -79,13 +79,21 @@ func (q *Queries) Rebuild(ctx context.Context, arg RebuildParams) ([]byte, error
 	return response, err
 }
 
-const setLockTimeout = `-- name: SetLockTimeout :exec
-SELECT set_config('lock_timeout', $1::text, true)
+const setPushTimeouts = `-- name: SetPushTimeouts :exec
+SELECT set_config('lock_timeout', $1::text, true),
+       set_config('statement_timeout', $2::text, true)
 `
 
-// Bounds how long a push waits for a row lock (then server_retryable).
-func (q *Queries) SetLockTimeout(ctx context.Context, timeout string) error {
-	_, err := q.db.Exec(ctx, setLockTimeout, timeout)
+type SetPushTimeoutsParams struct {
+	LockTimeout      string `json:"lock_timeout"`
+	StatementTimeout string `json:"statement_timeout"`
+}
+
+// Bounds how long a push waits for a row lock (then server_retryable) and how
+// long its whole statement, the push transaction's work, may run (then the
+// push is rolled back and answered retry_later).
+func (q *Queries) SetPushTimeouts(ctx context.Context, arg SetPushTimeoutsParams) error {
+	_, err := q.db.Exec(ctx, setPushTimeouts, arg.LockTimeout, arg.StatementTimeout)
 	return err
 }
 

@@ -88,3 +88,10 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	writeJSON(w, e.Status, body)
 }
+
+// pushTimedOut reports whether err is the statement timeout of a push
+// (SQLSTATE 57014 query_canceled): its transaction was rolled back.
+func pushTimedOut(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "57014"
+}

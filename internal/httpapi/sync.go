@@ -31,6 +31,10 @@ type Sync struct {
 	CaptureWait time.Duration
 	// PushLockTimeout bounds a push's wait for a row lock (then server_retryable).
 	PushLockTimeout time.Duration
+	// PushTimeout bounds the run time of a push transaction (statement_timeout
+	// of its one statement): one over it is rolled back and answered 503
+	// retry_later. 0 = unbounded.
+	PushTimeout time.Duration
 	// ReadinessInterval is how long one readiness answer serves pull and
 	// rebuild (503 not_ready when capture is not ready); 0 means one second.
 	ReadinessInterval time.Duration
@@ -38,12 +42,17 @@ type Sync struct {
 	// Metrics, when set, counts error answers and push outcomes.
 	Metrics *metrics.Metrics
 	// MaxUserRequests bounds one user's sync requests in flight in this process
-	// (429 retry_later above it); 0 = unbounded.
+	// (429 retry_later above it), at most Pool's size minus one whatever it is
+	// set to, so that one user never holds every connection; 0 = that bound.
 	MaxUserRequests int
+	// MaxBytesInFlight bounds the request body bytes of all sync requests in
+	// flight in this process (503 retry_later above it); 0 = unbounded.
+	MaxBytesInFlight int64
 
 	once  sync.Once
 	gate  readinessGate
 	users userLimiter
+	bytes byteBudget
 }
 
 // captureRetryInterval is how often a waiting pull or rebuild asks again.
@@ -118,17 +127,25 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 		s.once.Do(s.setup)
 		user, err := s.Auth.User(r)
 		if err != nil {
-			s.Metrics.ObserveSyncError(op, "auth_required")
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "auth_required", Message: err.Error()})
+			s.refuseEarly(w, op, &apiError{Status: http.StatusUnauthorized, Code: "auth_required", Message: err.Error()})
 			return
 		}
 		if !s.users.acquire(user) {
-			s.Metrics.ObserveSyncError(op, "retry_later")
-			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "retry_later",
+			s.refuseEarly(w, op, &apiError{Status: http.StatusTooManyRequests, Code: "retry_later",
 				Message: "too many requests of this user in flight; retry later", RetryAfter: 1})
 			return
 		}
 		defer s.users.release(user)
+		reserved := min(max(r.ContentLength, 0), s.MaxBodyBytes)
+		if r.ContentLength < 0 { // unknown length (chunked): the most it may be
+			reserved = s.MaxBodyBytes
+		}
+		if !s.bytes.acquire(reserved) {
+			s.refuseEarly(w, op, &apiError{Status: http.StatusServiceUnavailable, Code: "retry_later",
+				Message: "the server is receiving too many request bytes; retry later", RetryAfter: 1})
+			return
+		}
+		defer s.bytes.release(reserved)
 		body, apiErr := fn(w, r, user)
 		if apiErr != nil {
 			s.Metrics.ObserveSyncError(op, apiErr.Code)
@@ -141,13 +158,23 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 	}))
 }
 
+// refuseEarly answers a request refused before its body is read, and closes
+// the connection: the server would otherwise wait for the unread body (up to
+// 256 KiB) to reuse the connection, held as long as the client sends nothing.
+func (s *Sync) refuseEarly(w http.ResponseWriter, op string, e *apiError) {
+	s.Metrics.ObserveSyncError(op, e.Code)
+	w.Header().Set("Connection", "close")
+	writeError(w, e)
+}
+
 // setup prepares the shared state of the handlers from the configuration.
 func (s *Sync) setup() {
 	s.gate = readinessGate{pool: s.Pool, interval: s.ReadinessInterval}
 	if s.gate.interval <= 0 {
 		s.gate.interval = time.Second
 	}
-	s.users = userLimiter{max: s.MaxUserRequests}
+	s.users = userLimiter{max: userBound(s.MaxUserRequests, s.Pool.Config().MaxConns)}
+	s.bytes = byteBudget{max: s.MaxBytesInFlight}
 }
 
 // first is the first non-nil error of es.
@@ -220,7 +247,10 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 	var out []byte
 	err := pgx.BeginFunc(r.Context(), s.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
-		if err := q.SetLockTimeout(r.Context(), fmt.Sprintf("%dms", s.PushLockTimeout.Milliseconds())); err != nil {
+		if err := q.SetPushTimeouts(r.Context(), db.SetPushTimeoutsParams{
+			LockTimeout:      fmt.Sprintf("%dms", s.PushLockTimeout.Milliseconds()),
+			StatementTimeout: fmt.Sprintf("%dms", s.PushTimeout.Milliseconds()),
+		}); err != nil {
 			return err
 		}
 		var err error
@@ -228,6 +258,10 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 		return err
 	})
 	if err != nil {
+		if pushTimedOut(err) {
+			return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "retry_later",
+				Message: "the push ran longer than its time budget and changed nothing; retry later, or push fewer mutations", RetryAfter: 1}
+		}
 		return nil, fromDatabase(err, s.Log, "push")
 	}
 	return s.renderServerRows(out)

@@ -17,6 +17,9 @@ SELECT synchro.rebuild(@user_id::text, @request::jsonb, @page_limit::integer)::j
 -- name: SyncSchema :one
 SELECT synchro.sync_schema()::jsonb AS response;
 
--- name: SetLockTimeout :exec
--- Bounds how long a push waits for a row lock (then server_retryable).
-SELECT set_config('lock_timeout', @timeout::text, true);
+-- name: SetPushTimeouts :exec
+-- Bounds how long a push waits for a row lock (then server_retryable) and how
+-- long its whole statement, the push transaction's work, may run (then the
+-- push is rolled back and answered retry_later).
+SELECT set_config('lock_timeout', @lock_timeout::text, true),
+       set_config('statement_timeout', @statement_timeout::text, true);
