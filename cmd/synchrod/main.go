@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -71,6 +70,10 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	maxBytesInFlight := fs.Int64("max-body-bytes-in-flight", 64<<20, "request body bytes of all sync requests in flight per process, at least --max-body-bytes; more get 503 retry_later (env SYNCHRO_MAX_BODY_BYTES_IN_FLIGHT)")
 	pushLockTimeout := fs.Duration("push-lock-timeout", 5*time.Second, "how long a push mutation waits for a row lock before server_retryable (env SYNCHRO_PUSH_LOCK_TIMEOUT)")
 	pushTimeout := fs.Duration("push-timeout", 30*time.Second, "longest run of one push transaction; a longer one is rolled back and answered 503 retry_later (env SYNCHRO_PUSH_TIMEOUT)")
+	server := httpapi.DefaultServerConfig
+	fs.DurationVar(&server.ReadHeaderTimeout, "read-header-timeout", server.ReadHeaderTimeout, "longest a client may take to send a request's headers (env SYNCHRO_READ_HEADER_TIMEOUT)")
+	fs.DurationVar(&server.BodyReadTimeout, "body-read-timeout", server.BodyReadTimeout, "longest a client may take to send a request's body; then 408 request_timeout and the connection is closed (env SYNCHRO_BODY_READ_TIMEOUT)")
+	maxConnections := fs.Int("max-connections", httpapi.DefaultMaxConnections(), "most HTTP connections open at a time; more wait to be accepted; default: the soft open-file limit minus 256, at most 10000 (env SYNCHRO_MAX_CONNECTIONS)")
 	minProtocol := fs.Int("min-protocol-version", 3, "lowest protocol version connect accepts (env SYNCHRO_MIN_PROTOCOL_VERSION)")
 	minAppVersion := fs.String("min-app-version", "", "lowest app_version connect accepts, dotted numbers; empty = any (env SYNCHRO_MIN_APP_VERSION)")
 	if err := config.Parse(fs, args); err != nil {
@@ -92,6 +95,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	if *heartbeat <= 0 || *maxUserRequests <= 0 || *httpPoolSize < 2 || *maxUserRequests >= *httpPoolSize {
 		return fmt.Errorf("--heartbeat-interval and --max-user-requests must be positive, --http-pool-size at least 2 and above --max-user-requests")
+	}
+	if server.ReadHeaderTimeout <= 0 || server.BodyReadTimeout <= 0 || *maxConnections <= 0 {
+		return fmt.Errorf("--read-header-timeout, --body-read-timeout and --max-connections must be positive")
 	}
 	if *pushTimeout < *pushLockTimeout || *maxBytesInFlight < limits.MaxBodyBytes {
 		return fmt.Errorf("--push-timeout must be at least --push-lock-timeout and --max-body-bytes-in-flight at least --max-body-bytes")
@@ -154,7 +160,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		go func() { workerDone <- w.Run(ctx) }()
 	}
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := httpapi.Listen(*listen, *maxConnections)
 	if err != nil {
 		return err
 	}
@@ -163,7 +169,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		PushLockTimeout: *pushLockTimeout, PushTimeout: *pushTimeout, Log: log, Metrics: m,
 		MaxUserRequests: *maxUserRequests, MaxBytesInFlight: *maxBytesInFlight,
 	}})
-	srv := httpapi.NewServer(router)
+	srv := httpapi.NewServer(router, server)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("synchrod listening", "address", ln.Addr().String())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
@@ -45,6 +46,12 @@ func readBody(w http.ResponseWriter, r *http.Request, l Limits, v any) *apiError
 		if errors.As(err, &tooLarge) {
 			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
 				Message: fmt.Sprintf("request body is larger than %d bytes", l.MaxBodyBytes)}
+		}
+		var netErr net.Error
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			w.Header().Set("Connection", "close")
+			return &apiError{Status: http.StatusRequestTimeout, Code: "request_timeout",
+				Message: "the request body did not arrive in time; retry"}
 		}
 		return badRequest("could not read the request body")
 	}
