@@ -83,12 +83,18 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("--max-body-bytes, --max-mutations, --max-page-size and --push-lock-timeout must be positive, --capture-wait not negative")
 	}
 	limits.DefaultPageSize = min(limits.DefaultPageSize, limits.MaxPageSize)
-	authenticator, err := auth.New(authConfig)
+	authenticator, err := auth.NewContext(ctx, authConfig)
 	if err != nil {
 		return err
 	}
-	if authConfig.Mode == "" {
+	if err := auth.CheckListen(authConfig, *listen); err != nil {
+		return err
+	}
+	switch {
+	case authConfig.Mode == "":
 		log.Warn("authentication is not configured: every sync request is refused (set SYNCHRO_AUTH_MODE)")
+	case authConfig.Mode == auth.ModeJWT && (authConfig.Issuer == "" || authConfig.Audience == ""):
+		log.Warn("jwt mode without --jwt-issuer or --jwt-audience: tokens another service was issued for are accepted too")
 	}
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
