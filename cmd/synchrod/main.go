@@ -63,6 +63,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	limits := httpapi.DefaultLimits
 	fs.Int64Var(&limits.MaxBodyBytes, "max-body-bytes", limits.MaxBodyBytes, "largest sync request body (env SYNCHRO_MAX_BODY_BYTES)")
 	fs.IntVar(&limits.MaxMutations, "max-mutations", limits.MaxMutations, "most mutations per push (env SYNCHRO_MAX_MUTATIONS)")
+	fs.Int64Var(&limits.MaxPageBytes, "max-page-bytes", limits.MaxPageBytes, "rows of one pull or rebuild page, in bytes of their JSON text; a page has at least one row (env SYNCHRO_MAX_PAGE_BYTES)")
+	fs.IntVar(&limits.MaxValueBytes, "max-value-bytes", limits.MaxValueBytes, "largest column value a push mutation may carry, in bytes of its JSON text; larger ones are rejected validation_failed (env SYNCHRO_MAX_VALUE_BYTES)")
 	fs.IntVar(&limits.MaxPageSize, "max-page-size", limits.MaxPageSize, "largest pull or rebuild page; larger limits are capped (env SYNCHRO_MAX_PAGE_SIZE)")
 	captureWait := fs.Duration("capture-wait", 2*time.Second, "how long pull and rebuild wait for a client's pushed changes to be captured before 503 capture_pending (env SYNCHRO_CAPTURE_WAIT)")
 	httpPoolSize := fs.Int("http-pool-size", 16, "database connections of the sync requests (env SYNCHRO_HTTP_POOL_SIZE)")
@@ -79,8 +81,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err := config.Parse(fs, args); err != nil {
 		return err
 	}
-	if limits.MaxBodyBytes <= 0 || limits.MaxMutations <= 0 || limits.MaxPageSize <= 0 || *captureWait < 0 || *pushLockTimeout <= 0 {
-		return fmt.Errorf("--max-body-bytes, --max-mutations, --max-page-size and --push-lock-timeout must be positive, --capture-wait not negative")
+	if limits.MaxBodyBytes <= 0 || limits.MaxMutations <= 0 || limits.MaxPageSize <= 0 || limits.MaxPageBytes <= 0 || limits.MaxValueBytes <= 0 || *captureWait < 0 || *pushLockTimeout <= 0 {
+		return fmt.Errorf("--max-body-bytes, --max-mutations, --max-page-size, --max-page-bytes, --max-value-bytes and --push-lock-timeout must be positive, --capture-wait not negative")
 	}
 	limits.DefaultPageSize = min(limits.DefaultPageSize, limits.MaxPageSize)
 	authenticator, err := auth.NewContext(ctx, authConfig)

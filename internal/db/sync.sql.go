@@ -30,17 +30,23 @@ func (q *Queries) Connect(ctx context.Context, arg ConnectParams) ([]byte, error
 }
 
 const pull = `-- name: Pull :one
-SELECT synchro.pull($1::text, $2::jsonb, $3::integer)::jsonb AS response
+SELECT synchro.pull($1::text, $2::jsonb, $3::integer, $4::bigint)::jsonb AS response
 `
 
 type PullParams struct {
 	UserID    string `json:"user_id"`
 	Request   []byte `json:"request"`
 	PageLimit int32  `json:"page_limit"`
+	PageBytes int64  `json:"page_bytes"`
 }
 
 func (q *Queries) Pull(ctx context.Context, arg PullParams) ([]byte, error) {
-	row := q.db.QueryRow(ctx, pull, arg.UserID, arg.Request, arg.PageLimit)
+	row := q.db.QueryRow(ctx, pull,
+		arg.UserID,
+		arg.Request,
+		arg.PageLimit,
+		arg.PageBytes,
+	)
 	var response []byte
 	err := row.Scan(&response)
 	return response, err
@@ -63,17 +69,23 @@ func (q *Queries) Push(ctx context.Context, arg PushParams) ([]byte, error) {
 }
 
 const rebuild = `-- name: Rebuild :one
-SELECT synchro.rebuild($1::text, $2::jsonb, $3::integer)::jsonb AS response
+SELECT synchro.rebuild($1::text, $2::jsonb, $3::integer, $4::bigint)::jsonb AS response
 `
 
 type RebuildParams struct {
 	UserID    string `json:"user_id"`
 	Request   []byte `json:"request"`
 	PageLimit int32  `json:"page_limit"`
+	PageBytes int64  `json:"page_bytes"`
 }
 
 func (q *Queries) Rebuild(ctx context.Context, arg RebuildParams) ([]byte, error) {
-	row := q.db.QueryRow(ctx, rebuild, arg.UserID, arg.Request, arg.PageLimit)
+	row := q.db.QueryRow(ctx, rebuild,
+		arg.UserID,
+		arg.Request,
+		arg.PageLimit,
+		arg.PageBytes,
+	)
 	var response []byte
 	err := row.Scan(&response)
 	return response, err

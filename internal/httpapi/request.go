@@ -21,6 +21,8 @@ type Limits struct {
 	MaxBodyBytes     int64 // request body cap (413 request_too_large)
 	MaxMutations     int   // mutations per push
 	MaxPageSize      int   // largest page a pull or rebuild returns (a larger limit is capped)
+	MaxPageBytes     int64 // rows of one pull or rebuild page, in bytes of their JSON text (a page has at least one row)
+	MaxValueBytes    int   // largest column value a push may carry, in bytes of its JSON text (validation_failed)
 	DefaultPageSize  int   // page size when the request gives none
 	MaxJSONDepth     int   // deepest nesting of objects and arrays in a body
 	MaxScopes        int   // scopes per pull or connect
@@ -29,7 +31,7 @@ type Limits struct {
 
 // DefaultLimits are the limits synchrod uses unless configured otherwise.
 var DefaultLimits = Limits{
-	MaxBodyBytes: 4 << 20, MaxMutations: 500, MaxPageSize: 1000, DefaultPageSize: 500,
+	MaxBodyBytes: 4 << 20, MaxMutations: 500, MaxPageSize: 1000, MaxPageBytes: 8 << 20, MaxValueBytes: 1 << 20, DefaultPageSize: 500,
 	MaxJSONDepth: 32, MaxScopes: 1000, MaxIdentifierLen: 256,
 }
 

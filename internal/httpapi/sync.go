@@ -244,6 +244,8 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 			return nil, badRequest(fmt.Sprintf("mutations[%d].pk is required", i))
 		}
 	}
+	var refused []map[string]json.RawMessage
+	req.Mutations, refused = s.oversized(req.Mutations)
 	var out []byte
 	err := pgx.BeginFunc(r.Context(), s.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
@@ -264,7 +266,32 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 		}
 		return nil, fromDatabase(err, s.Log, "push")
 	}
-	return s.renderServerRows(out)
+	return s.renderServerRows(out, refused)
+}
+
+// oversized splits off the mutations carrying a column value larger than
+// MaxValueBytes (its JSON text): each is rejected validation_failed here,
+// before SQL, and changes nothing (it is not recorded either: a replay is
+// rejected alike). The others are returned to be pushed.
+func (s *Sync) oversized(muts []mutation) ([]mutation, []map[string]json.RawMessage) {
+	kept := muts[:0:0]
+	var refused []map[string]json.RawMessage
+	for _, m := range muts {
+		large := false
+		for _, v := range m.Columns {
+			large = large || len(v) > s.MaxValueBytes
+		}
+		if !large {
+			kept = append(kept, m)
+			continue
+		}
+		refused = append(refused, map[string]json.RawMessage{
+			"mutation_id": mustJSON(m.MutationID), "table": mustJSON(m.Table), "pk": mustJSON(m.PK),
+			"status": mustJSON("rejected"), "code": mustJSON("validation_failed"),
+			"message": mustJSON(fmt.Sprintf("a column value is larger than %d bytes (its JSON text); store large values outside the synced row", s.MaxValueBytes)),
+		})
+	}
+	return kept, refused
 }
 
 func (s *Sync) pull(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {
@@ -283,7 +310,7 @@ func (s *Sync) pull(w http.ResponseWriter, r *http.Request, user string) (json.R
 		return nil, e
 	}
 	return s.waitForCapture(r.Context(), "pull", func(q *db.Queries) ([]byte, error) {
-		return q.Pull(r.Context(), db.PullParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit)})
+		return q.Pull(r.Context(), db.PullParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit), PageBytes: s.MaxPageBytes})
 	})
 }
 
@@ -303,7 +330,7 @@ func (s *Sync) rebuild(w http.ResponseWriter, r *http.Request, user string) (jso
 		return nil, e
 	}
 	return s.waitForCapture(r.Context(), "rebuild", func(q *db.Queries) ([]byte, error) {
-		return q.Rebuild(r.Context(), db.RebuildParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit)})
+		return q.Rebuild(r.Context(), db.RebuildParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit), PageBytes: s.MaxPageBytes})
 	})
 }
 
@@ -364,7 +391,10 @@ func (s *Sync) waitForCapture(ctx context.Context, op string, fn func(q *db.Quer
 // row under (a uuid in lower case with hyphens, an integer key as a number),
 // whatever form the mutation gave it in; an outcome without a row echoes the
 // pk as sent.
-func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
+//
+// refused are outcomes rejected before SQL (oversized): they end the rejected
+// list.
+func (s *Sync) renderServerRows(body []byte, refused []map[string]json.RawMessage) (json.RawMessage, *apiError) {
 	log := s.Log
 	var resp map[string]json.RawMessage
 	if err := json.Unmarshal(body, &resp); err != nil {
@@ -374,6 +404,9 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 		var outcomes []map[string]json.RawMessage
 		if err := json.Unmarshal(resp[list], &outcomes); err != nil {
 			return nil, renderFailed(log)
+		}
+		if list == "rejected" {
+			outcomes = append(outcomes, refused...)
 		}
 		for _, o := range outcomes {
 			var code string

@@ -41,8 +41,10 @@ DECLARE
     recorded synchro.mutation;
     res jsonb;
     claimed boolean;
-    accepted jsonb := '[]';
-    rejected jsonb := '[]';
+    -- Outcomes gather in arrays (appended in place), not in growing jsonb
+    -- values that every append would copy whole.
+    accepted jsonb[] := '{}';
+    rejected jsonb[] := '{}';
 BEGIN
     -- The worker records the progress row only once it has created the slot,
     -- so a push that sees the row commits after the stream's start.
@@ -84,12 +86,12 @@ BEGIN
             END IF;
         END IF;
         IF res ->> 'status' = 'applied' THEN
-            accepted := accepted || jsonb_build_array(res);
+            accepted := array_append(accepted, res);
         ELSE
-            rejected := rejected || jsonb_build_array(res);
+            rejected := array_append(rejected, res);
         END IF;
     END LOOP;
     RETURN jsonb_build_object('server_time', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                              'accepted', accepted, 'rejected', rejected);
+                              'accepted', to_jsonb(accepted), 'rejected', to_jsonb(rejected));
 END
 $$;
