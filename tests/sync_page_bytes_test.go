@@ -110,3 +110,63 @@ func TestSyncPushRefusesOversizedValue(t *testing.T) {
 		t.Fatal("the oversized mutation was recorded")
 	}
 }
+
+// TestSyncPushAnswerBoundedByBytes reproduces issue 28, point 6: a push
+// answered every applied mutation with the whole row, so 60 small updates of
+// a row with a large value made an answer (and memory) of 60 such rows. The
+// applied outcomes now carry rows up to the byte budget (always the first);
+// the later ones say server_row_omitted, and the SDK converges by pull.
+func TestSyncPushAnswerBoundedByBytes(t *testing.T) {
+	const budget, updates = 100_000, 6
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d1', 'u1', repeat('x', 60000))`, func(s *httpapi.Sync) {
+		s.MaxPageBytes = budget
+	})
+	e.connect(t, "u1", "c1")
+	var muts []map[string]any
+	for i := range updates {
+		muts = append(muts, mut(string(rune('a'+i)), "docs", "update", map[string]any{"id": "d1"}, map[string]any{"n": i}))
+	}
+	resp := e.push(t, "u1", "c1", muts...)
+	rows, omitted := 0, 0
+	for _, m := range muts {
+		list, o := outcome(t, resp, m["mutation_id"].(string))
+		if list != "accepted" || o["server_version"] == nil {
+			t.Fatalf("update %s: %s %v", m["mutation_id"], list, o)
+		}
+		if _, ok := o["server_row"]; ok {
+			rows++
+		} else if o["server_row_omitted"] == true {
+			omitted++
+		}
+	}
+	if rows < 1 || rows+omitted != updates || rows*60000 > budget+60000 {
+		t.Fatalf("%d outcomes with the row, %d omitted, want at least one with it and at most %d bytes of rows beyond the first", rows, omitted, budget)
+	}
+}
+
+// TestClientPushAnswerWithoutRows: the SDK takes an applied outcome whose
+// row the answer omitted (three updated rows of 60 kB, a budget of 100 kB):
+// the row stays as pushed and a later edit of it is made on the applied
+// version, so a change another writer made meanwhile conflicts instead of
+// being overwritten; the replica converges by pull.
+func TestClientPushAnswerWithoutRows(t *testing.T) {
+	e := newSyncEnv(t, `INSERT INTO app.docs (id, owner_id, title) SELECT 'd' || g, 'u1', repeat('x', 60000) FROM generate_series(1, 3) g`, func(s *httpapi.Sync) {
+		s.MaxPageBytes = 100_000
+	})
+	c := openClient(t, e, t.TempDir(), "u1", "c1")
+	settle(t, e, c)
+	c.exec(t, `UPDATE docs SET n = 1`)
+	if rep := c.sync(t); rep.Pushed != 3 || rep.Rejected != 0 || rep.Pending != 0 {
+		t.Fatalf("sync: %+v", rep)
+	}
+	e.d.Exec(t, `UPDATE app.docs SET title = 'theirs'`) // another writer
+	c.exec(t, `UPDATE docs SET title = 'mine'`)
+	if rep := c.sync(t); rep.Rejected != 3 {
+		t.Fatalf("edits made on the pushed versions, after another writer's: %+v, want 3 conflicts", rep)
+	}
+	settle(t, e, c)
+	if got := c.localString(t, `SELECT group_concat(id || '=' || title || '/' || n, ',') FROM (SELECT * FROM docs ORDER BY id)`); got != "d1=theirs/1,d2=theirs/1,d3=theirs/1" {
+		t.Fatalf("replica rows %q, want the server's", got)
+	}
+	requireReplica(t, e, c)
+}

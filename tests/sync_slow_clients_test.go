@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,21 +29,11 @@ func TestSyncSlowBodiesAreClosed(t *testing.T) {
 	d := testdb.New(t)
 	cfg := httpapi.ServerConfig{ReadHeaderTimeout: 5 * time.Second, BodyReadTimeout: time.Second}
 	srv := httpapi.NewServer(syncRouter(t, d, 16), cfg)
-	var open, most atomic.Int64 // connections the server holds, the most at once
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			n := open.Add(1)
-			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-			}
-		case http.StateClosed, http.StateHijacked:
-			open.Add(-1)
-		}
-	}
-	ln, err := httpapi.Listen("127.0.0.1:0", maxConns)
+	capped, err := httpapi.Listen("127.0.0.1:0", maxConns)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := &countingListener{Listener: capped}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	addr := ln.Addr().String()
@@ -84,7 +75,37 @@ func TestSyncSlowBodiesAreClosed(t *testing.T) {
 			t.Fatalf("connection %d answered %q, want %q and Connection: close", i, answer, want)
 		}
 	}
-	if n := most.Load(); n > maxConns {
+	if n := ln.most.Load(); n > maxConns {
 		t.Fatalf("the server held %d connections at once, over the cap of %d", n, maxConns)
 	}
+}
+
+// countingListener counts the connections it accepted that are not closed
+// yet, and the most at once; a connection counts off before it closes, so
+// before the listener under it may accept the next.
+type countingListener struct {
+	net.Listener
+	open, most atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	n := l.open.Add(1)
+	for m := l.most.Load(); n > m && !l.most.CompareAndSwap(m, n); m = l.most.Load() {
+	}
+	return &countedConn{Conn: c, l: l}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	l    *countingListener
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
 }

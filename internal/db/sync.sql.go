@@ -53,16 +53,17 @@ func (q *Queries) Pull(ctx context.Context, arg PullParams) ([]byte, error) {
 }
 
 const push = `-- name: Push :one
-SELECT synchro.push($1::text, $2::jsonb)::jsonb AS response
+SELECT synchro.push($1::text, $2::jsonb, $3::bigint)::jsonb AS response
 `
 
 type PushParams struct {
-	UserID  string `json:"user_id"`
-	Request []byte `json:"request"`
+	UserID   string `json:"user_id"`
+	Request  []byte `json:"request"`
+	RowBytes int64  `json:"row_bytes"`
 }
 
 func (q *Queries) Push(ctx context.Context, arg PushParams) ([]byte, error) {
-	row := q.db.QueryRow(ctx, push, arg.UserID, arg.Request)
+	row := q.db.QueryRow(ctx, push, arg.UserID, arg.Request, arg.RowBytes)
 	var response []byte
 	err := row.Scan(&response)
 	return response, err

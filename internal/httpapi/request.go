@@ -21,7 +21,7 @@ type Limits struct {
 	MaxBodyBytes     int64 // request body cap (413 request_too_large)
 	MaxMutations     int   // mutations per push
 	MaxPageSize      int   // largest page a pull or rebuild returns (a larger limit is capped)
-	MaxPageBytes     int64 // rows of one pull or rebuild page, in bytes of their JSON text (a page has at least one row)
+	MaxPageBytes     int64 // rows of one pull or rebuild page, or of a push answer's applied outcomes, in bytes of their text (at least one row)
 	MaxValueBytes    int   // largest column value a push may carry, in bytes of its JSON text (validation_failed)
 	DefaultPageSize  int   // page size when the request gives none
 	MaxJSONDepth     int   // deepest nesting of objects and arrays in a body

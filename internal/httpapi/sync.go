@@ -256,7 +256,7 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 			return err
 		}
 		var err error
-		out, err = q.Push(r.Context(), db.PushParams{UserID: user, Request: mustJSON(req)})
+		out, err = q.Push(r.Context(), db.PushParams{UserID: user, Request: mustJSON(req), RowBytes: s.MaxPageBytes})
 		return err
 	})
 	if err != nil {

@@ -14,8 +14,13 @@
 -- never decoded, so its fence would never be materialized and the client's
 -- pulls would wait on it for good. Authoritative writes and fences only: no
 -- pull-visible effect.
--- server_row_text fields are rendered to server_row by the HTTP layer.
-CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb)
+-- server_row_text fields are rendered to server_row by the HTTP layer. The
+-- answer carries them for applied outcomes up to row_bytes of text in all
+-- (always the first one): the later applied outcomes carry server_row_omitted
+-- instead, their rows reach the client by pull (conflicts and rejections keep
+-- theirs). The recorded outcomes keep their rows.
+DROP FUNCTION IF EXISTS synchro.push(text, jsonb);
+CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb, row_bytes bigint)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -43,6 +48,7 @@ DECLARE
     claimed boolean;
     -- Outcomes gather in arrays (appended in place), not in growing jsonb
     -- values that every append would copy whole.
+    row_text_bytes bigint := 0; -- server_row_text in the answer's applied outcomes
     accepted jsonb[] := '{}';
     rejected jsonb[] := '{}';
 BEGIN
@@ -86,6 +92,13 @@ BEGIN
             END IF;
         END IF;
         IF res ->> 'status' = 'applied' THEN
+            IF res ? 'server_row_text' THEN
+                IF row_text_bytes > 0 AND row_text_bytes + coalesce(octet_length(res ->> 'server_row_text'), 0) > row_bytes THEN
+                    res := (res - 'server_row_text') || '{"server_row_omitted": true}';
+                ELSE
+                    row_text_bytes := row_text_bytes + greatest(coalesce(octet_length(res ->> 'server_row_text'), 0), 1);
+                END IF;
+            END IF;
             accepted := array_append(accepted, res);
         ELSE
             rejected := array_append(rejected, res);

@@ -6,7 +6,7 @@
 SELECT synchro.connect(@user_id::text, @request::jsonb)::jsonb AS response;
 
 -- name: Push :one
-SELECT synchro.push(@user_id::text, @request::jsonb)::jsonb AS response;
+SELECT synchro.push(@user_id::text, @request::jsonb, @row_bytes::bigint)::jsonb AS response;
 
 -- name: Pull :one
 SELECT synchro.pull(@user_id::text, @request::jsonb, @page_limit::integer, @page_bytes::bigint)::jsonb AS response;
