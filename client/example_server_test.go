@@ -147,7 +147,7 @@ func newExampleServer(ctx context.Context) (*exampleServer, error) {
 		return fail(err)
 	}
 
-	service, err := httpapi.ServicePool(ctx, url)
+	service, err := httpapi.ServicePool(ctx, url, 16)
 	if err != nil {
 		return fail(err)
 	}

@@ -131,7 +131,10 @@ func (c *Client) wireColumns(m *mutation, cols sql.NullString) error {
 // answer carrying server_row moves the row to that row's key (serverKey).
 //   - applied: the entry leaves the queue, the answer is the row's server image
 //     and later entries of the row take its version as base_version; the local
-//     row takes server_row unless later local changes are queued.
+//     row takes server_row unless later local changes are queued. An answer
+//     that omitted the row (server_row_omitted: the push answer's byte budget
+//     was spent) only sets that base_version: the local row stays as pushed
+//     and its server image arrives by pull.
 //   - conflict: the entry leaves the queue, a rejection is recorded, server_row
 //     is the row's server image and the local row takes it (is deleted when it
 //     is null, or when the row is in none of the replica's scopes) unless later
@@ -222,6 +225,12 @@ func (a pushApplier) settle(q queued, o outcome) error {
 }
 
 func (a pushApplier) applied(t *table, k rowKey, q queued, o outcome) error {
+	if o.ServerRowOmitted && q.m.Op != "delete" {
+		// The row was applied as pushed; its server image comes by pull. Later
+		// entries of the row are made on this version.
+		_, err := a.tx.ExecContext(a.ctx, `UPDATE _synchro_queue SET base_version = ? WHERE tbl = ? AND pk = ?`, o.ServerVersion, t.Name, k.text)
+		return err
+	}
 	if q.m.Op == "delete" || isNull(o.ServerRow) {
 		if err := a.dropImage(t, k); err != nil {
 			return err

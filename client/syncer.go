@@ -67,6 +67,9 @@ type (
 		Message       string          `json:"message"`
 		ServerVersion *string         `json:"server_version"`
 		ServerRow     json.RawMessage `json:"server_row"`
+		// ServerRowOmitted: the answer left the applied row out (its byte
+		// budget was spent); the row arrives by pull.
+		ServerRowOmitted bool `json:"server_row_omitted"`
 	}
 	pushResponse struct {
 		Accepted []outcome `json:"accepted"`

@@ -94,16 +94,37 @@ func waitCaptureReady(t *testing.T, d *testdb.DB) {
 	})
 }
 
-// serveSync serves the HTTP API of d over the service-role pool with HS256 auth
-// and the test defaults (5 s capture wait, 2 s push lock timeout), changed by
-// tune, until the end of the test; it returns the base URL.
+// serveSync serves the HTTP API of d over a service-role pool of 16
+// connections with HS256 auth and the test defaults (5 s capture wait, 2 s push
+// lock timeout), changed by tune, until the end of the test; it returns the
+// base URL.
 func serveSync(tb testing.TB, d *testdb.DB, tune ...func(*httpapi.Sync)) string {
 	tb.Helper()
-	pool, err := httpapi.ServicePool(context.Background(), d.URL)
+	return serveSyncPool(tb, d, 16, tune...)
+}
+
+// serveSyncPool is serveSync with a sync pool of poolSize connections; /readyz
+// has a pool of its own, as in synchrod.
+func serveSyncPool(tb testing.TB, d *testdb.DB, poolSize int32, tune ...func(*httpapi.Sync)) string {
+	tb.Helper()
+	srv := httptest.NewServer(syncRouter(tb, d, poolSize, tune...))
+	tb.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// syncRouter is the handler serveSyncPool serves.
+func syncRouter(tb testing.TB, d *testdb.DB, poolSize int32, tune ...func(*httpapi.Sync)) http.Handler {
+	tb.Helper()
+	pool, err := httpapi.ServicePool(context.Background(), d.URL, poolSize)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(pool.Close)
+	ops, err := httpapi.OpsPool(context.Background(), d.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ops.Close)
 	authn, err := auth.New(auth.Config{Mode: auth.ModeJWT, HS256Secret: testJWTSecret})
 	if err != nil {
 		tb.Fatal(err)
@@ -113,9 +134,7 @@ func serveSync(tb testing.TB, d *testdb.DB, tune ...func(*httpapi.Sync)) string 
 	for _, f := range tune {
 		f(s)
 	}
-	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: pool, Sync: s}))
-	tb.Cleanup(srv.Close)
-	return srv.URL
+	return httpapi.NewRouter(httpapi.Deps{Pool: ops, Sync: s})
 }
 
 // token mints a valid token for user.

@@ -182,7 +182,7 @@ func TestSyncHTTPFieldNamesAreExact(t *testing.T) {
 // whose request headers take too long (slowloris) and a keep-alive connection
 // left idle, instead of holding either for good.
 func TestSyncHTTPServerTimeouts(t *testing.T) {
-	srv := httpapi.NewServer(http.NotFoundHandler())
+	srv := httpapi.NewServer(http.NotFoundHandler(), httpapi.DefaultServerConfig)
 	if d := srv.ReadHeaderTimeout; d <= 0 || d > time.Minute {
 		t.Fatalf("ReadHeaderTimeout %v, want set, at most a minute", d)
 	}

@@ -140,7 +140,7 @@ func TestSyncPushIgnoresShadowingTempTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	var resp string
-	if err := conn.QueryRow(ctx, `SELECT synchro.push('u1', $1::jsonb)::text`,
+	if err := conn.QueryRow(ctx, `SELECT synchro.push('u1', $1::jsonb, 8388608)::text`,
 		`{"client_id":"c1","mutations":[{"mutation_id":"m1","table":"docs","op":"insert","pk":{"id":"d1"},"columns":{"owner_id":"u1","data":"/w=="}}]}`).Scan(&resp); err != nil {
 		t.Fatalf("push in a session with shadowing temporary tables: %v", err)
 	}

@@ -48,7 +48,7 @@ func startSynchrod(ctx context.Context, url, slot string) (*syncServer, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(filepath.Join(dir, "synchrod"), "--database-url", url, "--listen", addr, "--slot", slot,
-		"--max-user-requests", "0", "--max-page-size", "1000", "--capture-wait", "10s")
+		"--max-user-requests", "15", "--max-page-size", "1000", "--capture-wait", "10s")
 	cmd.Env = append(os.Environ(), "SYNCHRO_AUTH_MODE=jwt", "SYNCHRO_JWT_HS256_SECRET="+benchSecret)
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -204,6 +204,7 @@ func percentiles(samples []time.Duration) (p50, p99 float64) {
 
 // syncRun measures the sync API of a synchrod process: push throughput,
 // commit-to-pull-visible latency, pull page latency under 1,000 polling clients,
+// another user's pull page p99 while one user attacks (issue 28, point 3),
 // rebuild throughput of a 100,000-row scope and synchrod's peak memory, each
 // beside a same-run baseline of plain SQL.
 // With sdkOnly it measures the SDK's first sync alone.
@@ -238,6 +239,10 @@ func syncRun(ctx context.Context, adminURL string, seconds int, sdkOnly bool) ([
 	rows = append(rows, r...)
 	if r, err = pageBench(ctx, srv, pool, seconds); err != nil {
 		return nil, fmt.Errorf("pull pages: %w", err)
+	}
+	rows = append(rows, r...)
+	if r, err = attackBench(ctx, srv, pool, seconds); err != nil {
+		return nil, fmt.Errorf("pull beside one user's attack: %w", err)
 	}
 	rows = append(rows, r...)
 	if r, err = rebuildBench(ctx, srv, pool); err != nil {

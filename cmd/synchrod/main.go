@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -61,31 +60,52 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	limits := httpapi.DefaultLimits
 	fs.Int64Var(&limits.MaxBodyBytes, "max-body-bytes", limits.MaxBodyBytes, "largest sync request body (env SYNCHRO_MAX_BODY_BYTES)")
 	fs.IntVar(&limits.MaxMutations, "max-mutations", limits.MaxMutations, "most mutations per push (env SYNCHRO_MAX_MUTATIONS)")
+	fs.Int64Var(&limits.MaxPageBytes, "max-page-bytes", limits.MaxPageBytes, "rows of one pull or rebuild page, in bytes of their JSON text; a page has at least one row (env SYNCHRO_MAX_PAGE_BYTES)")
+	fs.IntVar(&limits.MaxValueBytes, "max-value-bytes", limits.MaxValueBytes, "largest column value a push mutation may carry, in bytes of its JSON text; larger ones are rejected validation_failed (env SYNCHRO_MAX_VALUE_BYTES)")
 	fs.IntVar(&limits.MaxPageSize, "max-page-size", limits.MaxPageSize, "largest pull or rebuild page; larger limits are capped (env SYNCHRO_MAX_PAGE_SIZE)")
 	captureWait := fs.Duration("capture-wait", 2*time.Second, "how long pull and rebuild wait for a client's pushed changes to be captured before 503 capture_pending (env SYNCHRO_CAPTURE_WAIT)")
-	maxUserRequests := fs.Int("max-user-requests", 16, "most sync requests of one user in flight per process; more get 429 retry_later; 0 = unbounded (env SYNCHRO_MAX_USER_REQUESTS)")
+	httpPoolSize := fs.Int("http-pool-size", 16, "database connections of the sync requests (env SYNCHRO_HTTP_POOL_SIZE)")
+	maxUserRequests := fs.Int("max-user-requests", 4, "most sync requests of one user in flight per process, at most --http-pool-size minus 1; more get 429 retry_later (env SYNCHRO_MAX_USER_REQUESTS)")
+	maxBytesInFlight := fs.Int64("max-body-bytes-in-flight", 64<<20, "request body bytes of all sync requests in flight per process, at least --max-body-bytes; more get 503 retry_later (env SYNCHRO_MAX_BODY_BYTES_IN_FLIGHT)")
 	pushLockTimeout := fs.Duration("push-lock-timeout", 5*time.Second, "how long a push mutation waits for a row lock before server_retryable (env SYNCHRO_PUSH_LOCK_TIMEOUT)")
+	pushTimeout := fs.Duration("push-timeout", 30*time.Second, "longest run of one push transaction; a longer one is rolled back and answered 503 retry_later (env SYNCHRO_PUSH_TIMEOUT)")
+	server := httpapi.DefaultServerConfig
+	fs.DurationVar(&server.ReadHeaderTimeout, "read-header-timeout", server.ReadHeaderTimeout, "longest a client may take to send a request's headers (env SYNCHRO_READ_HEADER_TIMEOUT)")
+	fs.DurationVar(&server.BodyReadTimeout, "body-read-timeout", server.BodyReadTimeout, "longest a client may take to send a request's body; then 408 request_timeout and the connection is closed (env SYNCHRO_BODY_READ_TIMEOUT)")
+	maxConnections := fs.Int("max-connections", httpapi.DefaultMaxConnections(), "most HTTP connections open at a time; more wait to be accepted; default: the soft open-file limit minus 256, at most 10000 (env SYNCHRO_MAX_CONNECTIONS)")
 	minProtocol := fs.Int("min-protocol-version", 3, "lowest protocol version connect accepts (env SYNCHRO_MIN_PROTOCOL_VERSION)")
 	minAppVersion := fs.String("min-app-version", "", "lowest app_version connect accepts, dotted numbers; empty = any (env SYNCHRO_MIN_APP_VERSION)")
 	if err := config.Parse(fs, args); err != nil {
 		return err
 	}
-	if limits.MaxBodyBytes <= 0 || limits.MaxMutations <= 0 || limits.MaxPageSize <= 0 || *captureWait < 0 || *pushLockTimeout <= 0 {
-		return fmt.Errorf("--max-body-bytes, --max-mutations, --max-page-size and --push-lock-timeout must be positive, --capture-wait not negative")
+	if limits.MaxBodyBytes <= 0 || limits.MaxMutations <= 0 || limits.MaxPageSize <= 0 || limits.MaxPageBytes <= 0 || limits.MaxValueBytes <= 0 || *captureWait < 0 || *pushLockTimeout <= 0 {
+		return fmt.Errorf("--max-body-bytes, --max-mutations, --max-page-size, --max-page-bytes, --max-value-bytes and --push-lock-timeout must be positive, --capture-wait not negative")
 	}
 	limits.DefaultPageSize = min(limits.DefaultPageSize, limits.MaxPageSize)
-	authenticator, err := auth.New(authConfig)
+	authenticator, err := auth.NewContext(ctx, authConfig)
 	if err != nil {
 		return err
 	}
-	if authConfig.Mode == "" {
+	if err := auth.CheckListen(authConfig, *listen); err != nil {
+		return err
+	}
+	switch {
+	case authConfig.Mode == "":
 		log.Warn("authentication is not configured: every sync request is refused (set SYNCHRO_AUTH_MODE)")
+	case authConfig.Mode == auth.ModeJWT && (authConfig.Issuer == "" || authConfig.Audience == ""):
+		log.Warn("jwt mode without --jwt-issuer or --jwt-audience: tokens another service was issued for are accepted too")
 	}
 	if *maxHeartbeatAge <= 0 || *maxWALLag <= 0 || *maxCommitLag <= 0 {
 		return fmt.Errorf("--max-heartbeat-age, --max-wal-lag-bytes and --max-commit-lag must be positive")
 	}
-	if *heartbeat <= 0 || *maxUserRequests < 0 {
-		return fmt.Errorf("--heartbeat-interval must be positive and --max-user-requests not negative (0: no bound)")
+	if *heartbeat <= 0 || *maxUserRequests <= 0 || *httpPoolSize < 2 || *maxUserRequests >= *httpPoolSize {
+		return fmt.Errorf("--heartbeat-interval and --max-user-requests must be positive, --http-pool-size at least 2 and above --max-user-requests")
+	}
+	if server.ReadHeaderTimeout <= 0 || server.BodyReadTimeout <= 0 || *maxConnections <= 0 {
+		return fmt.Errorf("--read-header-timeout, --body-read-timeout and --max-connections must be positive")
+	}
+	if *pushTimeout < *pushLockTimeout || *maxBytesInFlight < limits.MaxBodyBytes {
+		return fmt.Errorf("--push-timeout must be at least --push-lock-timeout and --max-body-bytes-in-flight at least --max-body-bytes")
 	}
 	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 {
 		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive")
@@ -98,17 +118,23 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 
 	// pool serves the startup statements and the metrics scrapes; HTTP sync
-	// requests have servicePool, the worker a pool of its own (wal.NewPool).
+	// requests have servicePool, readiness opsPool (never behind user traffic),
+	// the worker a pool of its own (wal.NewPool).
 	pool, err := pgxpool.New(ctx, common.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database URL: %w", err)
 	}
 	defer pool.Close()
-	servicePool, err := httpapi.ServicePool(ctx, common.DatabaseURL)
+	servicePool, err := httpapi.ServicePool(ctx, common.DatabaseURL, int32(*httpPoolSize))
 	if err != nil {
 		return err
 	}
 	defer servicePool.Close()
+	opsPool, err := httpapi.OpsPool(ctx, common.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer opsPool.Close()
 	if err := migrate.Check(ctx, pool); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
@@ -124,7 +150,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 
 	// Listen before the worker starts: a taken address fails the start before
 	// the worker may create the capture stream.
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := httpapi.Listen(*listen, *maxConnections)
 	if err != nil {
 		return err
 	}
@@ -146,11 +172,12 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		go func() { workerDone <- w.Run(ctx) }()
 	}
 
-	router := httpapi.NewRouter(httpapi.Deps{Pool: servicePool, Metrics: m, Sync: &httpapi.Sync{
+	router := httpapi.NewRouter(httpapi.Deps{Pool: opsPool, Metrics: m, Sync: &httpapi.Sync{
 		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
-		PushLockTimeout: *pushLockTimeout, Log: log, Metrics: m, MaxUserRequests: *maxUserRequests,
+		PushLockTimeout: *pushLockTimeout, PushTimeout: *pushTimeout, Log: log, Metrics: m,
+		MaxUserRequests: *maxUserRequests, MaxBytesInFlight: *maxBytesInFlight,
 	}})
-	srv := httpapi.NewServer(router)
+	srv := httpapi.NewServer(router, server)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("synchrod listening", "address", ln.Addr().String())

@@ -3,15 +3,27 @@
 // Two modes, chosen by --auth-mode (env SYNCHRO_AUTH_MODE), are mutually exclusive:
 //
 //   - "jwt": the request carries "Authorization: Bearer <token>". The token is
-//     verified with an HS256 secret (--jwt-hs256-secret) or with a PEM public key
-//     (--jwt-public-key-file: RSA for RS256, EC P-256 for ES256), never both. Only
-//     the one algorithm that matches the configured key is accepted. The token must
-//     carry "exp"; "exp" and "nbf" are checked with a leeway of [Leeway]. The user id
-//     is the string claim named by --jwt-user-claim (default "sub").
+//     verified with one of: an HS256 secret (--jwt-hs256-secret), a PEM public key
+//     (--jwt-public-key-file: RSA for RS256, EC P-256 for ES256), or the keys a
+//     JWKS endpoint publishes (--jwt-jwks-url: RS256 and ES256 keys, chosen by
+//     the token's "kid", fetched again periodically and when an unknown "kid"
+//     arrives, at most once per --jwt-jwks-unknown-kid-interval; the cached keys
+//     are kept while the endpoint is down). Only the algorithms of the configured
+//     keys are accepted. The token must carry "exp"; "exp", "nbf" and "iat" are
+//     checked with a leeway of [Leeway] (an "iat" in the future is refused), and
+//     its lifetime (exp minus iat, or minus now without iat) must not exceed
+//     --jwt-max-lifetime. "iss" and "aud" are required to match --jwt-issuer and
+//     --jwt-audience when those are set. A token whose header or payload names a
+//     member twice ({"sub":"alice","sub":"bob"}) is refused, as request bodies are.
+//     The user id is the string claim named by --jwt-user-claim (default "sub").
 //   - "trusted-header": a product API in front of Synchro has authenticated the
 //     request and passes the user id in a header (--trusted-user-header). It can
 //     also be required to send a shared secret in another header
-//     (--trusted-secret-header, --trusted-secret), compared in constant time.
+//     (--trusted-secret-header, --trusted-secret), compared in constant time;
+//     without one, synchrod listens only on a loopback address (CheckListen).
+//
+// A user id is at most [MaxUserIDLen] bytes, so that a scope id built from it
+// (user:<id>) stays within the 256-byte limit of scope ids in requests.
 //
 // Every error [Authenticator.User] returns matches [ErrUnauthenticated] and has a
 // short message that is safe to send to the client: it never contains the token,
@@ -19,24 +31,18 @@
 package auth
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rsa"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // Modes.
@@ -48,8 +54,21 @@ const (
 const (
 	// Leeway is the clock skew tolerated when checking "exp" and "nbf".
 	Leeway = 30 * time.Second
-	// MaxUserIDLen is the longest user id accepted, in bytes.
-	MaxUserIDLen = 256
+	// MaxUserIDLen is the longest user id accepted, in bytes: short enough that
+	// a scope id built from it, such as user:<id>, fits the 256-byte limit of
+	// identifiers in sync requests (httpapi.Limits.MaxIdentifierLen) with room
+	// for a longer prefix.
+	MaxUserIDLen = 200
+	// DefaultMaxLifetime is the longest token lifetime accepted unless
+	// configured otherwise.
+	DefaultMaxLifetime = 24 * time.Hour
+	// DefaultJWKSRefresh is how often the JWKS keys are fetched again unless
+	// configured otherwise.
+	DefaultJWKSRefresh = time.Hour
+	// DefaultJWKSUnknownKID is how often, at most, a token with a "kid" the
+	// cached keys lack makes the JWKS keys be fetched again, unless configured
+	// otherwise.
+	DefaultJWKSUnknownKID = time.Minute
 	// MinHS256SecretLen is the shortest HS256 secret accepted, in bytes.
 	MinHS256SecretLen = 32
 	// MinTrustedSecretLen is the shortest trusted-header shared secret accepted, in bytes.
@@ -63,13 +82,19 @@ const (
 // Config selects and configures the authentication mode. The zero Mode means
 // authentication is not configured: every request is refused.
 type Config struct {
-	Mode          string // "jwt" or "trusted-header"
-	HS256Secret   string // jwt: HS256 secret, used as-is (its bytes)
-	PublicKeyFile string // jwt: PEM public key file (RSA -> RS256, EC P-256 -> ES256)
-	UserClaim     string // jwt: claim holding the user id ("" means "sub")
-	TrustedHeader string // trusted-header: header holding the user id
-	SecretHeader  string // trusted-header: header holding the shared secret (optional)
-	Secret        string // trusted-header: the shared secret (with SecretHeader)
+	Mode          string        // "jwt" or "trusted-header"
+	HS256Secret   string        // jwt: HS256 secret, used as-is (its bytes)
+	PublicKeyFile string        // jwt: PEM public key file (RSA -> RS256, EC P-256 -> ES256)
+	JWKSURL       string        // jwt: URL of a JWKS endpoint
+	JWKSRefresh   time.Duration // jwt: how often the JWKS is fetched again (0: DefaultJWKSRefresh)
+	JWKSUnknownID time.Duration // jwt: least time between fetches for unknown kids (0: DefaultJWKSUnknownKID)
+	Issuer        string        // jwt: required "iss" ("" = not checked)
+	Audience      string        // jwt: required in "aud" ("" = not checked)
+	MaxLifetime   time.Duration // jwt: longest token lifetime (0: DefaultMaxLifetime)
+	UserClaim     string        // jwt: claim holding the user id ("" means "sub")
+	TrustedHeader string        // trusted-header: header holding the user id
+	SecretHeader  string        // trusted-header: header holding the shared secret (optional)
+	Secret        string        // trusted-header: the shared secret (with SecretHeader)
 }
 
 // Register defines the auth flags on fs.
@@ -77,6 +102,12 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Mode, "auth-mode", "", `authentication mode: "jwt" or "trusted-header" (env SYNCHRO_AUTH_MODE)`)
 	fs.StringVar(&c.HS256Secret, "jwt-hs256-secret", "", "jwt: HS256 secret, at least 32 bytes; prefer the env var (env SYNCHRO_JWT_HS256_SECRET)")
 	fs.StringVar(&c.PublicKeyFile, "jwt-public-key-file", "", "jwt: PEM public key file, RSA (RS256) or EC P-256 (ES256) (env SYNCHRO_JWT_PUBLIC_KEY_FILE)")
+	fs.StringVar(&c.JWKSURL, "jwt-jwks-url", "", "jwt: URL of a JWKS endpoint publishing the RS256/ES256 verification keys (env SYNCHRO_JWT_JWKS_URL)")
+	fs.DurationVar(&c.JWKSRefresh, "jwt-jwks-refresh", DefaultJWKSRefresh, "jwt: how often the JWKS keys are fetched again (env SYNCHRO_JWT_JWKS_REFRESH)")
+	fs.DurationVar(&c.JWKSUnknownID, "jwt-jwks-unknown-kid-interval", DefaultJWKSUnknownKID, "jwt: least time between JWKS fetches caused by tokens with an unknown kid (env SYNCHRO_JWT_JWKS_UNKNOWN_KID_INTERVAL)")
+	fs.StringVar(&c.Issuer, "jwt-issuer", "", "jwt: required iss claim; empty = not checked (env SYNCHRO_JWT_ISSUER)")
+	fs.StringVar(&c.Audience, "jwt-audience", "", "jwt: required aud claim (one of its values); empty = not checked (env SYNCHRO_JWT_AUDIENCE)")
+	fs.DurationVar(&c.MaxLifetime, "jwt-max-lifetime", DefaultMaxLifetime, "jwt: longest accepted token lifetime, exp minus iat (env SYNCHRO_JWT_MAX_LIFETIME)")
 	fs.StringVar(&c.UserClaim, "jwt-user-claim", DefaultUserClaim, "jwt: claim holding the user id (env SYNCHRO_JWT_USER_CLAIM)")
 	fs.StringVar(&c.TrustedHeader, "trusted-user-header", "", "trusted-header: header holding the user id, e.g. X-Synchro-User (env SYNCHRO_TRUSTED_USER_HEADER)")
 	fs.StringVar(&c.SecretHeader, "trusted-secret-header", "", "trusted-header: header holding the shared secret (env SYNCHRO_TRUSTED_SECRET_HEADER)")
@@ -91,8 +122,9 @@ func (c Config) String() string {
 		}
 		return "REDACTED"
 	}
-	return fmt.Sprintf("{Mode:%q HS256Secret:%s PublicKeyFile:%q UserClaim:%q TrustedHeader:%q SecretHeader:%q Secret:%s}",
-		c.Mode, red(c.HS256Secret), c.PublicKeyFile, c.UserClaim, c.TrustedHeader, c.SecretHeader, red(c.Secret))
+	return fmt.Sprintf("{Mode:%q HS256Secret:%s PublicKeyFile:%q JWKSURL:%q JWKSRefresh:%v JWKSUnknownID:%v Issuer:%q Audience:%q MaxLifetime:%v UserClaim:%q TrustedHeader:%q SecretHeader:%q Secret:%s}",
+		c.Mode, red(c.HS256Secret), c.PublicKeyFile, c.JWKSURL, c.JWKSRefresh, c.JWKSUnknownID, c.Issuer, c.Audience, c.MaxLifetime,
+		c.UserClaim, c.TrustedHeader, c.SecretHeader, red(c.Secret))
 }
 
 // GoString is String, so that %#v does not print the secrets either.
@@ -114,9 +146,13 @@ type authError string
 func (e authError) Error() string        { return string(e) }
 func (e authError) Is(target error) bool { return target == ErrUnauthenticated }
 
-// New validates c and returns the authenticator it describes. Errors name the
-// offending flag and environment variable, never a secret's value.
-func New(c Config) (Authenticator, error) {
+// New is NewContext with a context that never ends.
+func New(c Config) (Authenticator, error) { return NewContext(context.Background(), c) }
+
+// NewContext validates c and returns the authenticator it describes; the
+// periodic fetches of a JWKS end with ctx. Errors name the offending flag and
+// environment variable, never a secret's value.
+func NewContext(ctx context.Context, c Config) (Authenticator, error) {
 	switch c.Mode {
 	case "":
 		return notConfigured{}, nil
@@ -125,11 +161,11 @@ func New(c Config) (Authenticator, error) {
 			return nil, fmt.Errorf("%s is %q: unset %s, %s and %s (they belong to mode %q)",
 				opt("auth-mode"), c.Mode, opt("trusted-user-header"), opt("trusted-secret-header"), opt("trusted-secret"), ModeTrustedHeader)
 		}
-		return newJWT(c)
+		return newJWT(ctx, c)
 	case ModeTrustedHeader:
-		if c.HS256Secret != "" || c.PublicKeyFile != "" {
-			return nil, fmt.Errorf("%s is %q: unset %s and %s (they belong to mode %q)",
-				opt("auth-mode"), c.Mode, opt("jwt-hs256-secret"), opt("jwt-public-key-file"), ModeJWT)
+		if c.HS256Secret != "" || c.PublicKeyFile != "" || c.JWKSURL != "" {
+			return nil, fmt.Errorf("%s is %q: unset %s, %s and %s (they belong to mode %q)",
+				opt("auth-mode"), c.Mode, opt("jwt-hs256-secret"), opt("jwt-public-key-file"), opt("jwt-jwks-url"), ModeJWT)
 		}
 		return newTrustedHeader(c)
 	default:
@@ -154,179 +190,6 @@ func (notConfigured) User(*http.Request) (string, error) {
 	return "", authError("authentication is not configured (set SYNCHRO_AUTH_MODE)")
 }
 
-// --- jwt ---
-
-type jwtAuth struct {
-	alg    string // the only accepted "alg"
-	key    any    // []byte, *rsa.PublicKey or *ecdsa.PublicKey
-	claim  string
-	parser *jwt.Parser
-}
-
-func newJWT(c Config) (*jwtAuth, error) {
-	claim := c.UserClaim
-	if claim == "" {
-		claim = DefaultUserClaim
-	}
-	if err := checkClaimName(claim); err != nil {
-		return nil, fmt.Errorf("%s: %w", opt("jwt-user-claim"), err)
-	}
-	a := &jwtAuth{claim: claim}
-	switch {
-	case c.HS256Secret != "" && c.PublicKeyFile != "":
-		return nil, fmt.Errorf("jwt mode: set only one of %s and %s", opt("jwt-hs256-secret"), opt("jwt-public-key-file"))
-	case c.HS256Secret != "":
-		if len(c.HS256Secret) < MinHS256SecretLen {
-			return nil, fmt.Errorf("%s is too short: need at least %d bytes", opt("jwt-hs256-secret"), MinHS256SecretLen)
-		}
-		a.alg, a.key = jwt.SigningMethodHS256.Alg(), []byte(c.HS256Secret)
-	case c.PublicKeyFile != "":
-		alg, key, err := loadPublicKey(c.PublicKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", opt("jwt-public-key-file"), err)
-		}
-		a.alg, a.key = alg, key
-	default:
-		return nil, fmt.Errorf("jwt mode needs %s or %s", opt("jwt-hs256-secret"), opt("jwt-public-key-file"))
-	}
-	a.parser = jwt.NewParser(
-		jwt.WithValidMethods([]string{a.alg}),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(Leeway),
-	)
-	return a, nil
-}
-
-// checkClaimName rejects an empty claim name and the registered time claims.
-func checkClaimName(claim string) error {
-	switch claim {
-	case "":
-		return errors.New("claim name is empty")
-	case "exp", "nbf", "iat":
-		return fmt.Errorf("claim %q cannot hold a user id", claim)
-	}
-	return nil
-}
-
-// loadPublicKey reads a PEM public key (PKIX "PUBLIC KEY" or PKCS#1 "RSA PUBLIC
-// KEY") and returns the one algorithm it verifies.
-func loadPublicKey(path string) (string, any, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", nil, err
-	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return "", nil, fmt.Errorf("%s: no PEM block found", path)
-	}
-	var pub any
-	switch block.Type {
-	case "PUBLIC KEY":
-		pub, err = x509.ParsePKIXPublicKey(block.Bytes)
-	case "RSA PUBLIC KEY":
-		pub, err = x509.ParsePKCS1PublicKey(block.Bytes)
-	default:
-		if strings.Contains(block.Type, "PRIVATE KEY") {
-			return "", nil, fmt.Errorf("%s holds a private key; give the server only the public key", path)
-		}
-		return "", nil, fmt.Errorf("%s: PEM block %q is not a public key", path, block.Type)
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", path, err)
-	}
-	switch k := pub.(type) {
-	case *rsa.PublicKey:
-		if k.N.BitLen() < 2048 {
-			return "", nil, fmt.Errorf("%s: RSA key has %d bits; need at least 2048", path, k.N.BitLen())
-		}
-		return jwt.SigningMethodRS256.Alg(), k, nil
-	case *ecdsa.PublicKey:
-		if k.Curve != elliptic.P256() {
-			return "", nil, fmt.Errorf("%s: EC key is on curve %s; ES256 needs P-256", path, k.Curve.Params().Name)
-		}
-		return jwt.SigningMethodES256.Alg(), k, nil
-	default:
-		return "", nil, fmt.Errorf("%s: unsupported key type %T (want RSA or EC P-256)", path, pub)
-	}
-}
-
-func (a *jwtAuth) User(r *http.Request) (string, error) {
-	tok, err := bearerToken(r)
-	if err != nil {
-		return "", err
-	}
-	claims := jwt.MapClaims{}
-	if _, err := a.parser.ParseWithClaims(tok, claims, a.keyFunc); err != nil {
-		return "", tokenError(err)
-	}
-	v, ok := claims[a.claim]
-	if !ok {
-		return "", authError(fmt.Sprintf("token has no %q claim", a.claim))
-	}
-	user, ok := v.(string)
-	if !ok {
-		return "", authError(fmt.Sprintf("token claim %q is not a string", a.claim))
-	}
-	if err := checkUserID(user); err != nil {
-		return "", err
-	}
-	return user, nil
-}
-
-// keyFunc returns the configured key only for the configured algorithm (the
-// parser's WithValidMethods already enforces this; the check is belt and braces).
-func (a *jwtAuth) keyFunc(t *jwt.Token) (any, error) {
-	if t.Method == nil || t.Method.Alg() != a.alg {
-		return nil, errors.New("unexpected signing method")
-	}
-	return a.key, nil
-}
-
-// bearerToken extracts the token of the request's single Authorization header.
-func bearerToken(r *http.Request) (string, error) {
-	vals := r.Header.Values("Authorization")
-	switch {
-	case len(vals) == 0:
-		return "", authError("missing Authorization header (want: Bearer <token>)")
-	case len(vals) > 1:
-		return "", authError("more than one Authorization header")
-	}
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", authError("Authorization header is not a Bearer token")
-	}
-	tok = strings.TrimSpace(tok)
-	switch {
-	case tok == "":
-		return "", authError("empty bearer token")
-	case len(tok) > maxTokenLen:
-		return "", authError("bearer token too long")
-	}
-	return tok, nil
-}
-
-// tokenError maps a parser error to a safe message. The parser's own text can
-// quote the token's contents (an unknown "alg", a claim's type), so it is dropped.
-func tokenError(err error) error {
-	switch {
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return authError("malformed token")
-	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		return authError("token signing algorithm not accepted")
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		// Also an "alg" outside WithValidMethods.
-		return authError("invalid token signature or algorithm")
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return authError("token has no exp claim")
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return authError("token expired")
-	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return authError("token not valid yet")
-	default:
-		return authError("invalid token")
-	}
-}
-
 // checkUserID enforces the user id rules: non-empty, at most MaxUserIDLen bytes,
 // valid UTF-8, no control characters. The message never quotes the id.
 func checkUserID(u string) error {
@@ -341,32 +204,6 @@ func checkUserID(u string) error {
 		return authError("user id contains control characters")
 	}
 	return nil
-}
-
-// MintHS256 returns an HS256 token for user in claim (default "sub"), issued at
-// now and expiring after ttl. It is meant for development tokens.
-func MintHS256(secret []byte, claim, user string, ttl time.Duration, now time.Time) (string, error) {
-	if claim == "" {
-		claim = DefaultUserClaim
-	}
-	switch {
-	case len(secret) < MinHS256SecretLen:
-		return "", fmt.Errorf("HS256 secret is too short: need at least %d bytes", MinHS256SecretLen)
-	case ttl <= 0:
-		return "", errors.New("ttl must be positive")
-	}
-	if err := checkClaimName(claim); err != nil {
-		return "", err
-	}
-	if err := checkUserID(user); err != nil {
-		return "", fmt.Errorf("invalid user: %s", err.Error())
-	}
-	claims := jwt.MapClaims{
-		claim: user,
-		"iat": jwt.NewNumericDate(now),
-		"exp": jwt.NewNumericDate(now.Add(ttl)),
-	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 }
 
 // --- trusted-header ---
@@ -427,6 +264,24 @@ func (a *trustedHeaderAuth) User(r *http.Request) (string, error) {
 		return "", err
 	}
 	return vals[0], nil
+}
+
+// CheckListen refuses a configuration that would let anyone name their user:
+// trusted-header mode without a shared secret listening beyond a loopback
+// address (addr as --listen takes it, host:port).
+func CheckListen(c Config, addr string) error {
+	if c.Mode != ModeTrustedHeader || c.Secret != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("%s is %q without %s: listen on a loopback address (--listen 127.0.0.1:8080) or set the shared secret",
+		opt("auth-mode"), c.Mode, opt("trusted-secret"))
 }
 
 // validHeaderName reports whether s is an RFC 9110 field name (a token).

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"flag"
@@ -103,6 +104,18 @@ func claims(user any, extra map[string]any) jwt.MapClaims {
 	return c
 }
 
+// rawHS256 signs header and payload JSON exactly as given (HS256, testSecret).
+func rawHS256(t *testing.T, header, payload string) string {
+	t.Helper()
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(payload))
+	sig, err := jwt.SigningMethodHS256.Sign(signing, []byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signing + "." + enc.EncodeToString(sig)
+}
+
 func request(headers ...string) *http.Request {
 	r := httptest.NewRequest(http.MethodGet, "/sync", nil)
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -153,6 +166,7 @@ func TestJWT(t *testing.T) {
 	rsPKCS1 := mustNew(t, Config{Mode: ModeJWT, PublicKeyFile: writeFile(t, "rsa1.pem", k.rsaPKCS1PEM)})
 	es := mustNew(t, Config{Mode: ModeJWT, PublicKeyFile: writeFile(t, "ec.pem", k.ecPEM)})
 	custom := mustNew(t, Config{Mode: ModeJWT, HS256Secret: testSecret, UserClaim: "uid"})
+	iss := mustNew(t, Config{Mode: ModeJWT, HS256Secret: testSecret, Issuer: "https://id.example", Audience: "synchro"})
 
 	now := time.Now()
 	hsTok := func(c jwt.MapClaims) string { return sign(t, jwt.SigningMethodHS256, []byte(testSecret), c) }
@@ -172,7 +186,7 @@ func TestJWT(t *testing.T) {
 		{"expired within leeway", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"exp": now.Add(-10 * time.Second).Unix()}))}, "u1", ""},
 		{"nbf in future", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"nbf": now.Add(time.Minute).Unix()}))}, "", "token not valid yet"},
 		{"nbf within leeway", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"nbf": now.Add(10 * time.Second).Unix()}))}, "u1", ""},
-		{"missing exp", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"exp": nil}))}, "", "token has no exp claim"},
+		{"missing exp", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"exp": nil}))}, "", "token lacks a required claim"},
 		{"exp not a number", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"exp": "tomorrow"}))}, "", "invalid token"},
 		{"wrong secret", hs, []string{"Authorization", "Bearer " + sign(t, jwt.SigningMethodHS256, []byte(strings.Repeat("x", 40)), claims("u1", nil))}, "", "invalid token signature"},
 		{"alg none", hs, []string{"Authorization", "Bearer " + noneTok}, "", "invalid token signature or algorithm"},
@@ -198,8 +212,21 @@ func TestJWT(t *testing.T) {
 		{"array sub", hs, []string{"Authorization", "Bearer " + hsTok(claims([]string{"u1"}, nil))}, "", `token claim "sub" is not a string`},
 		{"null sub", hs, []string{"Authorization", "Bearer " + hsTok(jwt.MapClaims{"sub": nil, "exp": now.Add(time.Hour).Unix()})}, "", `token claim "sub" is not a string`},
 		{"sub with a control character", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1\nadmin", nil))}, "", "user id contains control characters"},
-		{"sub of 256 bytes", hs, []string{"Authorization", "Bearer " + hsTok(claims(strings.Repeat("a", 256), nil))}, strings.Repeat("a", 256), ""},
-		{"sub of 257 bytes", hs, []string{"Authorization", "Bearer " + hsTok(claims(strings.Repeat("a", 257), nil))}, "", "user id longer than 256 bytes"},
+		{"sub of 200 bytes", hs, []string{"Authorization", "Bearer " + hsTok(claims(strings.Repeat("a", 200), nil))}, strings.Repeat("a", 200), ""},
+		{"sub of 201 bytes", hs, []string{"Authorization", "Bearer " + hsTok(claims(strings.Repeat("a", 201), nil))}, "", "user id longer than 200 bytes"},
+		{"iat in the future", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iat": now.Add(5 * time.Minute).Unix()}))}, "", "token issued in the future"},
+		{"iat within leeway", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iat": now.Add(10 * time.Second).Unix()}))}, "u1", ""},
+		{"lifetime over the maximum", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iat": now.Unix(), "exp": now.Add(25 * time.Hour).Unix()}))}, "", "token lifetime is longer than 24h0m0s"},
+		{"lifetime over the maximum without iat", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"exp": now.Add(48 * time.Hour).Unix()}))}, "", "token lifetime is longer than"},
+		{"lifetime of the maximum", hs, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iat": now.Unix(), "exp": now.Add(24 * time.Hour).Unix()}))}, "u1", ""},
+		{"a claim named twice", hs, []string{"Authorization", "Bearer " + rawHS256(t, `{"alg":"HS256","typ":"JWT"}`, fmt.Sprintf(`{"sub":"alice","exp":%d,"sub":"bob"}`, now.Add(time.Hour).Unix()))}, "", "token names a claim or header member twice"},
+		{"a header member named twice", hs, []string{"Authorization", "Bearer " + rawHS256(t, `{"alg":"HS256","alg":"HS256"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, now.Add(time.Hour).Unix()))}, "", "token names a claim or header member twice"},
+		{"claims named once, raw", hs, []string{"Authorization", "Bearer " + rawHS256(t, `{"alg":"HS256","typ":"JWT"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, now.Add(time.Hour).Unix()))}, "alice", ""},
+		{"issuer required and right", iss, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iss": "https://id.example", "aud": []string{"other", "synchro"}}))}, "u1", ""},
+		{"issuer required and wrong", iss, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iss": "https://evil.example", "aud": "synchro"}))}, "", "token issuer not accepted"},
+		{"issuer required and missing", iss, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"aud": "synchro"}))}, "", "token lacks a required claim"},
+		{"audience required and wrong", iss, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iss": "https://id.example", "aud": "other"}))}, "", "token audience not accepted"},
+		{"audience required and missing", iss, []string{"Authorization", "Bearer " + hsTok(claims("u1", map[string]any{"iss": "https://id.example"}))}, "", "token lacks a required claim"},
 		{"no Authorization header", hs, nil, "", "missing Authorization header"},
 		{"Basic scheme", hs, []string{"Authorization", "Basic dTE6cHc="}, "", "not a Bearer token"},
 		{"bare token", hs, []string{"Authorization", hsTok(claims("u1", nil))}, "", "not a Bearer token"},
@@ -236,14 +263,14 @@ func TestTrustedHeader(t *testing.T) {
 	}{
 		{"user", plain, []string{"X-Synchro-User", "u1"}, "u1", ""},
 		{"header name is case-insensitive", plain, []string{"x-SYNCHRO-user", "u1"}, "u1", ""},
-		{"user of 256 bytes", plain, []string{"X-Synchro-User", strings.Repeat("é", 128)}, strings.Repeat("é", 128), ""},
+		{"user of 200 bytes", plain, []string{"X-Synchro-User", strings.Repeat("é", 100)}, strings.Repeat("é", 100), ""},
 		{"missing header", plain, nil, "", "missing X-Synchro-User header"},
 		{"empty header", plain, []string{"X-Synchro-User", ""}, "", "empty user id"},
 		{"two headers", plain, []string{"X-Synchro-User", "u1", "X-Synchro-User", "u2"}, "", "more than one X-Synchro-User header"},
 		{"control character", plain, []string{"X-Synchro-User", "u1\x00"}, "", "user id contains control characters"},
 		{"C1 control character", plain, []string{"X-Synchro-User", "u1\u0085"}, "", "user id contains control characters"},
 		{"invalid UTF-8", plain, []string{"X-Synchro-User", "u1\xff"}, "", "user id is not valid UTF-8"},
-		{"too long", plain, []string{"X-Synchro-User", strings.Repeat("a", 257)}, "", "user id longer than 256 bytes"},
+		{"too long", plain, []string{"X-Synchro-User", strings.Repeat("a", 201)}, "", "user id longer than 200 bytes"},
 		{"secret given to a config without one is ignored", plain, []string{"X-Synchro-User", "u1", "X-Synchro-Secret", "whatever"}, "u1", ""},
 		{"with secret", withSecret, []string{"X-Synchro-User", "u1", "X-Synchro-Secret", secret}, "u1", ""},
 		{"missing secret", withSecret, []string{"X-Synchro-User", "u1"}, "", "missing or repeated X-Synchro-Secret header"},
@@ -301,7 +328,7 @@ func TestNewErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"unknown mode", Config{Mode: "JWT"}, `--auth-mode (SYNCHRO_AUTH_MODE): unknown mode "JWT"`},
-		{"jwt without key", Config{Mode: ModeJWT}, "jwt mode needs --jwt-hs256-secret (SYNCHRO_JWT_HS256_SECRET) or --jwt-public-key-file (SYNCHRO_JWT_PUBLIC_KEY_FILE)"},
+		{"jwt without key", Config{Mode: ModeJWT}, "jwt mode needs --jwt-hs256-secret (SYNCHRO_JWT_HS256_SECRET), --jwt-public-key-file (SYNCHRO_JWT_PUBLIC_KEY_FILE) or --jwt-jwks-url"},
 		{"jwt with secret and key file", Config{Mode: ModeJWT, HS256Secret: testSecret, PublicKeyFile: rsaFile}, "set only one of --jwt-hs256-secret"},
 		{"short HS256 secret", Config{Mode: ModeJWT, HS256Secret: shortSecret}, "--jwt-hs256-secret (SYNCHRO_JWT_HS256_SECRET) is too short: need at least 32 bytes"},
 		{"jwt with trusted settings", Config{Mode: ModeJWT, HS256Secret: testSecret, Secret: trustedSecret}, "unset --trusted-user-header"},
@@ -413,8 +440,8 @@ func TestRegisterAndEnv(t *testing.T) {
 			t.Errorf("usage of --%s names the variable %q, want %s (the name errors give)", f.Name, got, envOf(f.Name))
 		}
 	})
-	if n != 7 {
-		t.Errorf("%d flags registered, want 7", n)
+	if n != 13 {
+		t.Errorf("%d flags registered, want 13", n)
 	}
 	if c.UserClaim != "sub" || c.Mode != "" {
 		t.Errorf("defaults: UserClaim=%q Mode=%q, want sub and empty", c.UserClaim, c.Mode)

@@ -30,62 +30,83 @@ func (q *Queries) Connect(ctx context.Context, arg ConnectParams) ([]byte, error
 }
 
 const pull = `-- name: Pull :one
-SELECT synchro.pull($1::text, $2::jsonb, $3::integer)::jsonb AS response
+SELECT synchro.pull($1::text, $2::jsonb, $3::integer, $4::bigint)::jsonb AS response
 `
 
 type PullParams struct {
 	UserID    string `json:"user_id"`
 	Request   []byte `json:"request"`
 	PageLimit int32  `json:"page_limit"`
+	PageBytes int64  `json:"page_bytes"`
 }
 
 func (q *Queries) Pull(ctx context.Context, arg PullParams) ([]byte, error) {
-	row := q.db.QueryRow(ctx, pull, arg.UserID, arg.Request, arg.PageLimit)
+	row := q.db.QueryRow(ctx, pull,
+		arg.UserID,
+		arg.Request,
+		arg.PageLimit,
+		arg.PageBytes,
+	)
 	var response []byte
 	err := row.Scan(&response)
 	return response, err
 }
 
 const push = `-- name: Push :one
-SELECT synchro.push($1::text, $2::jsonb)::jsonb AS response
+SELECT synchro.push($1::text, $2::jsonb, $3::bigint)::jsonb AS response
 `
 
 type PushParams struct {
-	UserID  string `json:"user_id"`
-	Request []byte `json:"request"`
+	UserID   string `json:"user_id"`
+	Request  []byte `json:"request"`
+	RowBytes int64  `json:"row_bytes"`
 }
 
 func (q *Queries) Push(ctx context.Context, arg PushParams) ([]byte, error) {
-	row := q.db.QueryRow(ctx, push, arg.UserID, arg.Request)
+	row := q.db.QueryRow(ctx, push, arg.UserID, arg.Request, arg.RowBytes)
 	var response []byte
 	err := row.Scan(&response)
 	return response, err
 }
 
 const rebuild = `-- name: Rebuild :one
-SELECT synchro.rebuild($1::text, $2::jsonb, $3::integer)::jsonb AS response
+SELECT synchro.rebuild($1::text, $2::jsonb, $3::integer, $4::bigint)::jsonb AS response
 `
 
 type RebuildParams struct {
 	UserID    string `json:"user_id"`
 	Request   []byte `json:"request"`
 	PageLimit int32  `json:"page_limit"`
+	PageBytes int64  `json:"page_bytes"`
 }
 
 func (q *Queries) Rebuild(ctx context.Context, arg RebuildParams) ([]byte, error) {
-	row := q.db.QueryRow(ctx, rebuild, arg.UserID, arg.Request, arg.PageLimit)
+	row := q.db.QueryRow(ctx, rebuild,
+		arg.UserID,
+		arg.Request,
+		arg.PageLimit,
+		arg.PageBytes,
+	)
 	var response []byte
 	err := row.Scan(&response)
 	return response, err
 }
 
-const setLockTimeout = `-- name: SetLockTimeout :exec
-SELECT set_config('lock_timeout', $1::text, true)
+const setPushTimeouts = `-- name: SetPushTimeouts :exec
+SELECT set_config('lock_timeout', $1::text, true),
+       set_config('statement_timeout', $2::text, true)
 `
 
-// Bounds how long a push waits for a row lock (then server_retryable).
-func (q *Queries) SetLockTimeout(ctx context.Context, timeout string) error {
-	_, err := q.db.Exec(ctx, setLockTimeout, timeout)
+type SetPushTimeoutsParams struct {
+	LockTimeout      string `json:"lock_timeout"`
+	StatementTimeout string `json:"statement_timeout"`
+}
+
+// Bounds how long a push waits for a row lock (then server_retryable) and how
+// long its whole statement, the push transaction's work, may run (then the
+// push is rolled back and answered retry_later).
+func (q *Queries) SetPushTimeouts(ctx context.Context, arg SetPushTimeoutsParams) error {
+	_, err := q.db.Exec(ctx, setPushTimeouts, arg.LockTimeout, arg.StatementTimeout)
 	return err
 }
 

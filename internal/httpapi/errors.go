@@ -22,7 +22,7 @@ type apiError struct {
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
 // retryable is the protocol's retryable flag of each code.
-var retryable = map[string]bool{"retry_later": true, "capture_pending": true, "not_ready": true, "internal": true}
+var retryable = map[string]bool{"retry_later": true, "request_timeout": true, "capture_pending": true, "not_ready": true, "internal": true}
 
 func badRequest(msg string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: msg}
@@ -87,4 +87,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		body["schema"] = map[string]string{"action": "unsupported"} // connect's schema action
 	}
 	writeJSON(w, e.Status, body)
+}
+
+// pushTimedOut reports whether err is the statement timeout of a push
+// (SQLSTATE 57014 query_canceled): its transaction was rolled back.
+func pushTimedOut(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "57014"
 }

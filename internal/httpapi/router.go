@@ -16,6 +16,8 @@ import (
 
 // Deps is what the handlers need.
 type Deps struct {
+	// Pool serves /readyz: a pool apart from Sync.Pool (OpsPool), so that
+	// readiness never waits behind user traffic.
 	Pool *pgxpool.Pool
 	// Metrics, when set, serves GET /metrics and counts every request.
 	Metrics *metrics.Metrics

@@ -31,6 +31,10 @@ type Sync struct {
 	CaptureWait time.Duration
 	// PushLockTimeout bounds a push's wait for a row lock (then server_retryable).
 	PushLockTimeout time.Duration
+	// PushTimeout bounds the run time of a push transaction (statement_timeout
+	// of its one statement): one over it is rolled back and answered 503
+	// retry_later. 0 = unbounded.
+	PushTimeout time.Duration
 	// ReadinessInterval is how long one readiness answer serves pull and
 	// rebuild (503 not_ready when capture is not ready); 0 means one second.
 	ReadinessInterval time.Duration
@@ -38,12 +42,17 @@ type Sync struct {
 	// Metrics, when set, counts error answers and push outcomes.
 	Metrics *metrics.Metrics
 	// MaxUserRequests bounds one user's sync requests in flight in this process
-	// (429 retry_later above it); 0 = unbounded.
+	// (429 retry_later above it), at most Pool's size minus one whatever it is
+	// set to, so that one user never holds every connection; 0 = that bound.
 	MaxUserRequests int
+	// MaxBytesInFlight bounds the request body bytes of all sync requests in
+	// flight in this process (503 retry_later above it); 0 = unbounded.
+	MaxBytesInFlight int64
 
 	once  sync.Once
 	gate  readinessGate
 	users userLimiter
+	bytes byteBudget
 }
 
 // captureRetryInterval is how often a waiting pull or rebuild asks again.
@@ -118,17 +127,25 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 		s.once.Do(s.setup)
 		user, err := s.Auth.User(r)
 		if err != nil {
-			s.Metrics.ObserveSyncError(op, "auth_required")
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "auth_required", Message: err.Error()})
+			s.refuseEarly(w, op, &apiError{Status: http.StatusUnauthorized, Code: "auth_required", Message: err.Error()})
 			return
 		}
 		if !s.users.acquire(user) {
-			s.Metrics.ObserveSyncError(op, "retry_later")
-			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "retry_later",
+			s.refuseEarly(w, op, &apiError{Status: http.StatusTooManyRequests, Code: "retry_later",
 				Message: "too many requests of this user in flight; retry later", RetryAfter: 1})
 			return
 		}
 		defer s.users.release(user)
+		reserved := min(max(r.ContentLength, 0), s.MaxBodyBytes)
+		if r.ContentLength < 0 { // unknown length (chunked): the most it may be
+			reserved = s.MaxBodyBytes
+		}
+		if !s.bytes.acquire(reserved) {
+			s.refuseEarly(w, op, &apiError{Status: http.StatusServiceUnavailable, Code: "retry_later",
+				Message: "the server is receiving too many request bytes; retry later", RetryAfter: 1})
+			return
+		}
+		defer s.bytes.release(reserved)
 		body, apiErr := fn(w, r, user)
 		if apiErr != nil {
 			s.Metrics.ObserveSyncError(op, apiErr.Code)
@@ -141,13 +158,23 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 	}))
 }
 
+// refuseEarly answers a request refused before its body is read, and closes
+// the connection: the server would otherwise wait for the unread body (up to
+// 256 KiB) to reuse the connection, held as long as the client sends nothing.
+func (s *Sync) refuseEarly(w http.ResponseWriter, op string, e *apiError) {
+	s.Metrics.ObserveSyncError(op, e.Code)
+	w.Header().Set("Connection", "close")
+	writeError(w, e)
+}
+
 // setup prepares the shared state of the handlers from the configuration.
 func (s *Sync) setup() {
 	s.gate = readinessGate{pool: s.Pool, interval: s.ReadinessInterval}
 	if s.gate.interval <= 0 {
 		s.gate.interval = time.Second
 	}
-	s.users = userLimiter{max: s.MaxUserRequests}
+	s.users = userLimiter{max: userBound(s.MaxUserRequests, s.Pool.Config().MaxConns)}
+	s.bytes = byteBudget{max: s.MaxBytesInFlight}
 }
 
 // first is the first non-nil error of es.
@@ -217,20 +244,54 @@ func (s *Sync) push(w http.ResponseWriter, r *http.Request, user string) (json.R
 			return nil, badRequest(fmt.Sprintf("mutations[%d].pk is required", i))
 		}
 	}
+	var refused []map[string]json.RawMessage
+	req.Mutations, refused = s.oversized(req.Mutations)
 	var out []byte
 	err := pgx.BeginFunc(r.Context(), s.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
-		if err := q.SetLockTimeout(r.Context(), fmt.Sprintf("%dms", s.PushLockTimeout.Milliseconds())); err != nil {
+		if err := q.SetPushTimeouts(r.Context(), db.SetPushTimeoutsParams{
+			LockTimeout:      fmt.Sprintf("%dms", s.PushLockTimeout.Milliseconds()),
+			StatementTimeout: fmt.Sprintf("%dms", s.PushTimeout.Milliseconds()),
+		}); err != nil {
 			return err
 		}
 		var err error
-		out, err = q.Push(r.Context(), db.PushParams{UserID: user, Request: mustJSON(req)})
+		out, err = q.Push(r.Context(), db.PushParams{UserID: user, Request: mustJSON(req), RowBytes: s.MaxPageBytes})
 		return err
 	})
 	if err != nil {
+		if pushTimedOut(err) {
+			return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "retry_later",
+				Message: "the push ran longer than its time budget and changed nothing; retry later, or push fewer mutations", RetryAfter: 1}
+		}
 		return nil, fromDatabase(err, s.Log, "push")
 	}
-	return s.renderServerRows(out)
+	return s.renderServerRows(out, refused)
+}
+
+// oversized splits off the mutations carrying a column value larger than
+// MaxValueBytes (its JSON text): each is rejected validation_failed here,
+// before SQL, and changes nothing (it is not recorded either: a replay is
+// rejected alike). The others are returned to be pushed.
+func (s *Sync) oversized(muts []mutation) ([]mutation, []map[string]json.RawMessage) {
+	kept := muts[:0:0]
+	var refused []map[string]json.RawMessage
+	for _, m := range muts {
+		large := false
+		for _, v := range m.Columns {
+			large = large || len(v) > s.MaxValueBytes
+		}
+		if !large {
+			kept = append(kept, m)
+			continue
+		}
+		refused = append(refused, map[string]json.RawMessage{
+			"mutation_id": mustJSON(m.MutationID), "table": mustJSON(m.Table), "pk": mustJSON(m.PK),
+			"status": mustJSON("rejected"), "code": mustJSON("validation_failed"),
+			"message": mustJSON(fmt.Sprintf("a column value is larger than %d bytes (its JSON text); store large values outside the synced row", s.MaxValueBytes)),
+		})
+	}
+	return kept, refused
 }
 
 func (s *Sync) pull(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {
@@ -249,7 +310,7 @@ func (s *Sync) pull(w http.ResponseWriter, r *http.Request, user string) (json.R
 		return nil, e
 	}
 	return s.waitForCapture(r.Context(), "pull", func(q *db.Queries) ([]byte, error) {
-		return q.Pull(r.Context(), db.PullParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit)})
+		return q.Pull(r.Context(), db.PullParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit), PageBytes: s.MaxPageBytes})
 	})
 }
 
@@ -269,7 +330,7 @@ func (s *Sync) rebuild(w http.ResponseWriter, r *http.Request, user string) (jso
 		return nil, e
 	}
 	return s.waitForCapture(r.Context(), "rebuild", func(q *db.Queries) ([]byte, error) {
-		return q.Rebuild(r.Context(), db.RebuildParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit)})
+		return q.Rebuild(r.Context(), db.RebuildParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit), PageBytes: s.MaxPageBytes})
 	})
 }
 
@@ -330,7 +391,10 @@ func (s *Sync) waitForCapture(ctx context.Context, op string, fn func(q *db.Quer
 // row under (a uuid in lower case with hyphens, an integer key as a number),
 // whatever form the mutation gave it in; an outcome without a row echoes the
 // pk as sent.
-func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
+//
+// refused are outcomes rejected before SQL (oversized): they end the rejected
+// list.
+func (s *Sync) renderServerRows(body []byte, refused []map[string]json.RawMessage) (json.RawMessage, *apiError) {
 	log := s.Log
 	var resp map[string]json.RawMessage
 	if err := json.Unmarshal(body, &resp); err != nil {
@@ -340,6 +404,9 @@ func (s *Sync) renderServerRows(body []byte) (json.RawMessage, *apiError) {
 		var outcomes []map[string]json.RawMessage
 		if err := json.Unmarshal(resp[list], &outcomes); err != nil {
 			return nil, renderFailed(log)
+		}
+		if list == "rejected" {
+			outcomes = append(outcomes, refused...)
 		}
 		for _, o := range outcomes {
 			var code string

@@ -2,7 +2,9 @@
 -- materialized high-watermark hw (transaction_end of the progress row's
 -- materialized commit) and serves, for every requested scope assigned to the
 -- client whose cursor resumes, the effects after its cursor and at or before hw,
--- merged in (position, scope) order, at most page_limit overall. A scope whose
+-- merged in (position, scope) order, at most page_limit overall, and of rows of
+-- at most page_bytes in all (text of the images) unless the page has one
+-- effect: every page that has more has at least one. A scope whose
 -- effects were all delivered gets the cursor transaction_end(hw); a cut scope
 -- the position of its last delivered effect, so the next page resumes exactly
 -- after it (also between effects of one event). The final page (has_more false)
@@ -12,7 +14,8 @@
 -- resumed (synchro.read_scope_cursor: also one issued to another client, or
 -- before the scope was last assigned to this one) puts its scope in rebuild.
 -- The capture gate runs first.
-CREATE OR REPLACE FUNCTION synchro.pull(user_id text, request jsonb, page_limit integer)
+DROP FUNCTION IF EXISTS synchro.pull(text, jsonb, integer);
+CREATE OR REPLACE FUNCTION synchro.pull(user_id text, request jsonb, page_limit integer, page_bytes bigint)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -26,6 +29,7 @@ DECLARE
     active jsonb;   -- [{scope, lsn, ev, eff}]: requested, assigned scopes whose cursor resumes
     fetched jsonb;  -- [{n, scope, lsn, ev, eff, table_id, key, op, version}]: up to page_limit + 1 effects
     has_more boolean;
+    served integer; -- the effects of this page: the first ones of fetched
     cursors jsonb;
     page jsonb;
 BEGIN
@@ -53,7 +57,12 @@ BEGIN
                                     LIMIT page_limit + 1) e
                 ORDER BY e.commit_lsn, e.event_ordinal, e.effect_ordinal, e.scope COLLATE "C"
                 LIMIT page_limit + 1) e) e;
-    has_more := jsonb_array_length(fetched) > page_limit;
+    SELECT count(*) INTO served
+    FROM (SELECT e.n, sum(coalesce(octet_length(v.image::text), 0)) OVER (ORDER BY e.n) AS upto
+          FROM jsonb_to_recordset(fetched) AS e(n integer, op text, version text)
+          LEFT JOIN synchro.row_version v ON e.op = 'upsert' AND v.version = e.version) s
+    WHERE s.n <= page_limit AND (s.n = 1 OR s.upto <= page_bytes);
+    has_more := jsonb_array_length(fetched) > served;
 
     SELECT coalesce(jsonb_agg(
                jsonb_build_object('scope', e.scope, 'table', t.name, 'op', e.op,
@@ -67,7 +76,7 @@ BEGIN
     JOIN synchro.synced_table t ON t.table_id = e.table_id
     JOIN synchro.relation r ON r.relation_id = t.relation_id
     LEFT JOIN synchro.row_version v ON v.version = e.version
-    WHERE e.n <= page_limit;
+    WHERE e.n <= served;
 
     -- A scope is done when no effect after its last delivered one is left at or
     -- before hw; only a page that had more can leave one. A cut scope resumes
@@ -85,7 +94,7 @@ BEGIN
                         FROM (SELECT NULL) one
                         LEFT JOIN LATERAL (SELECT d.lsn, d.ev, d.eff
                                            FROM jsonb_to_recordset(fetched) AS d(n integer, scope text, lsn pg_lsn, ev integer, eff integer)
-                                           WHERE d.scope = s.scope AND d.n <= page_limit
+                                           WHERE d.scope = s.scope AND d.n <= served
                                            ORDER BY d.n DESC LIMIT 1) d ON true) l;
 
     RETURN jsonb_build_object(

@@ -14,8 +14,13 @@
 -- never decoded, so its fence would never be materialized and the client's
 -- pulls would wait on it for good. Authoritative writes and fences only: no
 -- pull-visible effect.
--- server_row_text fields are rendered to server_row by the HTTP layer.
-CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb)
+-- server_row_text fields are rendered to server_row by the HTTP layer. The
+-- answer carries them for applied outcomes up to row_bytes of text in all
+-- (always the first one): the later applied outcomes carry server_row_omitted
+-- instead, their rows reach the client by pull (conflicts and rejections keep
+-- theirs). The recorded outcomes keep their rows.
+DROP FUNCTION IF EXISTS synchro.push(text, jsonb);
+CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb, row_bytes bigint)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -41,8 +46,11 @@ DECLARE
     recorded synchro.mutation;
     res jsonb;
     claimed boolean;
-    accepted jsonb := '[]';
-    rejected jsonb := '[]';
+    -- Outcomes gather in arrays (appended in place), not in growing jsonb
+    -- values that every append would copy whole.
+    row_text_bytes bigint := 0; -- server_row_text in the answer's applied outcomes
+    accepted jsonb[] := '{}';
+    rejected jsonb[] := '{}';
 BEGIN
     -- The worker records the progress row only once it has created the slot,
     -- so a push that sees the row commits after the stream's start.
@@ -84,12 +92,19 @@ BEGIN
             END IF;
         END IF;
         IF res ->> 'status' = 'applied' THEN
-            accepted := accepted || jsonb_build_array(res);
+            IF res ? 'server_row_text' THEN
+                IF row_text_bytes > 0 AND row_text_bytes + coalesce(octet_length(res ->> 'server_row_text'), 0) > row_bytes THEN
+                    res := (res - 'server_row_text') || '{"server_row_omitted": true}';
+                ELSE
+                    row_text_bytes := row_text_bytes + greatest(coalesce(octet_length(res ->> 'server_row_text'), 0), 1);
+                END IF;
+            END IF;
+            accepted := array_append(accepted, res);
         ELSE
-            rejected := rejected || jsonb_build_array(res);
+            rejected := array_append(rejected, res);
         END IF;
     END LOOP;
     RETURN jsonb_build_object('server_time', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                              'accepted', accepted, 'rejected', rejected);
+                              'accepted', to_jsonb(accepted), 'rejected', to_jsonb(rejected));
 END
 $$;

@@ -1,6 +1,8 @@
 -- synchro.rebuild: POST /sync/rebuild (docs/protocol-v3.md) for user_id: the
 -- complete contents of one assigned scope at one fixed position, in keyset pages
--- of at most page_limit records ordered by (table_id, key). A session starts
+-- of at most page_limit records ordered by (table_id, key), and of rows of at
+-- most page_bytes in all (text of the images) unless the page has one row:
+-- every page has at least one record. A session starts
 -- (cursor null) at the materialized high-watermark h and every later page reads
 -- the same h from its signed session cursor: membership edges valid at
 -- transaction_end(h) and each row's latest version at or before h, so pages stay
@@ -12,7 +14,8 @@
 -- scope, another stream generation, another client, the scope assigned again
 -- since the session started) is refused; the client restarts with cursor null.
 -- The capture gate runs first.
-CREATE OR REPLACE FUNCTION synchro.rebuild(user_id text, request jsonb, page_limit integer)
+DROP FUNCTION IF EXISTS synchro.rebuild(text, jsonb, integer);
+CREATE OR REPLACE FUNCTION synchro.rebuild(user_id text, request jsonb, page_limit integer, page_bytes bigint)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -28,6 +31,7 @@ DECLARE
     after_key text := '';
     records jsonb;
     fetched integer;
+    served integer;
     last_table integer;
     last_key text;
 BEGIN
@@ -58,19 +62,22 @@ BEGIN
           AND (m.table_id, m.key) > (after_table, after_key)
           AND m.from_lsn <= h AND (m.to_lsn IS NULL OR m.to_lsn > h)
         ORDER BY m.table_id, m.key
-        LIMIT page_limit + 1)
-    SELECT count(*),
+        LIMIT page_limit + 1),
+    sized AS (
+        SELECT page.*, row_number() OVER o AS n, sum(octet_length(page.image::text)) OVER o AS upto
+        FROM page WINDOW o AS (ORDER BY page.table_id, page.key))
+    SELECT count(*), count(*) FILTER (WHERE x.served),
            coalesce(jsonb_agg(jsonb_build_object('table', t.name, 'pk', synchro.wire_pk(r.key_column, r.key_type, x.key),
                                                  'row', x.image, 'server_version', x.version, 'row_checksum', x.checksum)
-                              ORDER BY x.table_id, x.key) FILTER (WHERE x.n <= page_limit), '[]'),
-           (array_agg(x.table_id ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.n <= page_limit))[1],
-           (array_agg(x.key ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.n <= page_limit))[1]
-    INTO fetched, records, last_table, last_key
-    FROM (SELECT page.*, row_number() OVER (ORDER BY page.table_id, page.key) AS n FROM page) x
+                              ORDER BY x.table_id, x.key) FILTER (WHERE x.served), '[]'),
+           (array_agg(x.table_id ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.served))[1],
+           (array_agg(x.key ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.served))[1]
+    INTO fetched, served, records, last_table, last_key
+    FROM (SELECT sized.*, sized.n <= page_limit AND (sized.n = 1 OR sized.upto <= page_bytes) AS served FROM sized) x
     JOIN synchro.synced_table t ON t.table_id = x.table_id
     JOIN synchro.relation r ON r.relation_id = t.relation_id;
 
-    IF fetched > page_limit THEN
+    IF fetched > served THEN
         RETURN jsonb_build_object('scope', target, 'records', records, 'has_more', true,
             'cursor', synchro.scope_token('r', p.stream_generation, c, target, ARRAY[h::text, last_table::text, last_key]));
     END IF;

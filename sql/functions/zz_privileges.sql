@@ -25,7 +25,7 @@ GRANT EXECUTE ON FUNCTION synchro.configure_client_retention(interval) TO synchr
 REVOKE ALL ON synchro.synced_row FROM synchro_operator;
 -- The HTTP service role: the sync entry points (security definer; they take the
 -- authenticated user id from the HTTP layer) and readiness for GET /readyz.
-GRANT EXECUTE ON FUNCTION synchro.connect(text, jsonb), synchro.push(text, jsonb), synchro.pull(text, jsonb, integer),
-    synchro.rebuild(text, jsonb, integer), synchro.sync_schema() TO synchro_service;
+GRANT EXECUTE ON FUNCTION synchro.connect(text, jsonb), synchro.push(text, jsonb, bigint), synchro.pull(text, jsonb, integer, bigint),
+    synchro.rebuild(text, jsonb, integer, bigint), synchro.sync_schema() TO synchro_service;
 GRANT EXECUTE ON FUNCTION synchro.evaluate_readiness(), synchro.is_ready() TO synchro_service;
 GRANT SELECT ON synchro.readiness TO synchro_service;
