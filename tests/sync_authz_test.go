@@ -14,19 +14,19 @@ import (
 // sharedDocsSchema is the shape of issue 28's first finding: shared_docs are
 // read by a members rule over doc_members, a synced table whose own rule is
 // user:{user_id} (so any user may push a membership row naming themselves).
-// No foreign key, so a new doc's first membership can precede it. A user may
-// not write a membership row naming another, so sharing goes through
-// granted_docs, read by a members rule over doc_grants, whose rows are their
-// granter's.
+// A new doc is inserted in no scope, then its first membership in the same
+// push gives it one. A user may not write a membership row naming another, so
+// sharing goes through granted_docs, read by a members rule over doc_grants,
+// whose rows are their granter's.
 const sharedDocsSchema = `
 CREATE TABLE app.granted_docs (id text PRIMARY KEY, title text);
-CREATE TABLE app.doc_grants (id text PRIMARY KEY, doc_id text NOT NULL, user_id text NOT NULL, granted_by text NOT NULL);
+CREATE TABLE app.doc_grants (id text PRIMARY KEY, doc_id text NOT NULL REFERENCES app.granted_docs, user_id text NOT NULL, granted_by text NOT NULL);
 SELECT synchro.register_table('app.doc_grants', '{"kind":"column","template":"user:{granted_by}"}');
 SELECT synchro.register_table('app.granted_docs', '{"kind":"members","relation":"app.doc_grants","column":"doc_id","template":"user:{user_id}"}');
 INSERT INTO app.granted_docs (id, title) VALUES ('docG', 'alice''s');
 INSERT INTO app.doc_grants (id, doc_id, user_id, granted_by) VALUES ('gA', 'docG', 'alice', 'alice');
 CREATE TABLE app.shared_docs (id text PRIMARY KEY, title text);
-CREATE TABLE app.doc_members (id text PRIMARY KEY, doc_id text NOT NULL, user_id text NOT NULL);
+CREATE TABLE app.doc_members (id text PRIMARY KEY, doc_id text NOT NULL REFERENCES app.shared_docs, user_id text NOT NULL);
 SELECT synchro.register_table('app.doc_members', '{"kind":"column","template":"user:{user_id}"}');
 SELECT synchro.register_table('app.shared_docs', '{"kind":"members","relation":"app.doc_members","column":"doc_id","template":"user:{user_id}"}');
 INSERT INTO app.shared_docs (id, title) VALUES ('docA', 'alice''s');
@@ -59,9 +59,11 @@ func TestSyncPushJoinForeignRow(t *testing.T) {
 		map[string]any{"doc_id": "docA", "user_id": "bob"}))
 	requireOutcome(t, resp, "b1", "policy_rejected")
 	// Nor by moving a membership row of his own onto it.
-	resp = e.push(t, "bob", "cb", mut("b2", "doc_members", "insert", map[string]any{"id": "mB2"},
-		map[string]any{"doc_id": "docB", "user_id": "bob"}),
+	resp = e.push(t, "bob", "cb", mut("b2a", "shared_docs", "insert", map[string]any{"id": "docB"}, map[string]any{"title": "bob's"}),
+		mut("b2", "doc_members", "insert", map[string]any{"id": "mB2"},
+			map[string]any{"doc_id": "docB", "user_id": "bob"}),
 		mut("b3", "doc_members", "update", map[string]any{"id": "mB2"}, map[string]any{"doc_id": "docA"}))
+	requireOutcome(t, resp, "b2a", "")
 	requireOutcome(t, resp, "b2", "")
 	requireOutcome(t, resp, "b3", "policy_rejected")
 	if n := queryText(t, e.d, `SELECT count(*) FROM app.doc_members WHERE doc_id = 'docA' AND user_id = 'bob'`); n != "0" {
@@ -84,14 +86,22 @@ func TestSyncPushJoinForeignRow(t *testing.T) {
 	resp = e.push(t, "bob", "cb", mut("b5b", "granted_docs", "update", map[string]any{"id": "docG"}, map[string]any{"title": "shared"}))
 	requireOutcome(t, resp, "b5b", "")
 
-	// A new doc and its first membership (and a second one) in one push.
+	// A new doc and its first membership in one push: the doc is created in
+	// no scope, its membership gives it Alice's, and she may then write it.
 	resp = e.push(t, "alice", "ca",
-		mut("a2", "doc_members", "insert", map[string]any{"id": "mN"}, map[string]any{"doc_id": "docN", "user_id": "alice"}),
 		mut("a3", "shared_docs", "insert", map[string]any{"id": "docN"}, map[string]any{"title": "new"}),
+		mut("a2", "doc_members", "insert", map[string]any{"id": "mN"}, map[string]any{"doc_id": "docN", "user_id": "alice"}),
 		mut("a4", "shared_docs", "update", map[string]any{"id": "docN"}, map[string]any{"title": "renamed"}))
 	for _, id := range []string{"a2", "a3", "a4"} {
 		requireOutcome(t, resp, id, "")
 	}
+	// A doc created in no scope by one push cannot be joined by a later one,
+	// not even by its creator: nobody could write it before.
+	resp = e.push(t, "alice", "ca", mut("a8", "shared_docs", "insert", map[string]any{"id": "docO"}, map[string]any{"title": "orphan"}))
+	requireOutcome(t, resp, "a8", "")
+	resp = e.push(t, "alice", "ca", mut("a9", "doc_members", "insert", map[string]any{"id": "mO"},
+		map[string]any{"doc_id": "docO", "user_id": "alice"}))
+	requireOutcome(t, resp, "a9", "policy_rejected")
 
 	// A policy that lets a doc be created in no scope: the push that created
 	// it may give it its first member; another push may not.
