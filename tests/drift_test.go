@@ -2,7 +2,7 @@ package tests
 
 // Drift of registered relations beyond the poison tests' cases: DDL and
 // configuration changes of a registered relation, its key, columns, partitions
-// and publication (ADR 001, "Registry activation and relation drift",
+// and publication (docs/change-stream.md, "Registry activation and relation drift",
 // "TRUNCATE and replica identity", "Write fences and opaque row versions",
 // "Readiness"). Each case either blocks capture (with one redacted poison
 // record at the first transaction that shows it, or from the catalog when no

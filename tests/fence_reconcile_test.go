@@ -50,8 +50,8 @@ type fenceCase struct {
 }
 
 // TestFenceReconcileRequiresMatchingRecordedFence: a fence message that carries
-// the id of a recorded, not yet materialized fence but disagrees with it (ADR
-// 001, "Write fences and opaque row versions": each pair must match by relation
+// the id of a recorded, not yet materialized fence but disagrees with it (docs/change-stream.md,
+// "Write fences and opaque row versions": each pair must match by relation
 // identity, operation, keys, transition version and unique fence ID, and the
 // worker marks that exact fence materialized) is a blocking failure like an
 // unrecorded fence: materialization refuses it (XX001), the transaction is

@@ -128,7 +128,7 @@ func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 
 // TestMetricsReadinessFailsClosed: synchro_ready is 0, never absent, when
 // readiness is not known to pass: before any worker started a stream (every
-// check still exported), and when the database cannot be reached (ADR 001,
+// check still exported), and when the database cannot be reached (docs/change-stream.md,
 // "Readiness": unavailable readiness data is unready). An alert on
 // synchro_ready == 0 must fire in both cases.
 func TestMetricsReadinessFailsClosed(t *testing.T) {

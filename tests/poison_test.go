@@ -798,7 +798,7 @@ func retryUnrepaired(t *testing.T, d *testdb.DB, workerID string, poisonID int64
 }
 
 // TestForgedCaptureMessagesNeedPrivilege: a fence or registry message capture
-// cannot match blocks it for good (ADR 001), and PostgreSQL lets every role emit
+// cannot match blocks it for good (docs/change-stream.md), and PostgreSQL lets every role emit
 // messages, so a role with nothing but CONNECT could block capture with one
 // call. Migration revokes pg_logical_emit_message from PUBLIC (the tests
 // migrate as a superuser): such a role, and the service and operator roles, get

@@ -297,8 +297,9 @@ func TestReadinessDatabaseUnreachable(t *testing.T) {
 
 // TestReadinessChecks makes exactly one readiness check fail at a time, each on its
 // own database that was healthy (200) first, and sees /readyz 503 naming it. Where
-// the ADR ties two checks together (a dead worker also has a stale heartbeat; a
-// worker blocked by a slot problem is not streaming), the case names both.
+// the contract (docs/change-stream.md) ties two checks together (a dead worker
+// also has a stale heartbeat; a worker blocked by a slot problem is not
+// streaming), the case names both.
 func TestReadinessChecks(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

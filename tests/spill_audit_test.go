@@ -4,7 +4,7 @@ package tests
 // Assembler.SpillAbove, wal prepare and the COPY reading images back): a
 // transaction whose row data passes Config.SpillBytes keeps its later row
 // events' pgoutput messages, and then their images, in an unlinked temporary
-// file. Whatever is spilled, the worker must keep ADR 001: the same
+// file. Whatever is spilled, the worker must keep the contract of docs/change-stream.md: the same
 // materialized state as without spilling (ordering, exactly-once identities,
 // partial images completed), relation drift and poison detected with one
 // redacted record, crash windows replayed exactly once, its own disk trouble

@@ -112,13 +112,13 @@ func TestSynchroctlPoisonListAndRetry(t *testing.T) {
 	}
 	requireBlockedAt(t, d, cfg.Slot, p.commitLSN, later)
 
-	// show, with the id before the flags as the README writes it.
+	// show, with the id before the flags as docs/operations.md writes it.
 	if out := runOK(t, ctl, "poison", "show", fmt.Sprint(p.id), "--database-url", d.URL); !strings.Contains(out, p.commitLSN) ||
 		len(strings.Split(strings.TrimRight(out, "\n"), "\n")) != 2 {
 		t.Fatalf("synchroctl poison show %d:\n%s\nwant the header and the record at %s", p.id, out, p.commitLSN)
 	}
 
-	// Repair the rule and retry through synchroctl (as the README writes it).
+	// Repair the rule and retry through synchroctl (as docs/operations.md writes it).
 	d.Exec(t, `UPDATE synchro.synced_table SET scope_rule = jsonb_set(scope_rule, '{membership}', '"SELECT ''all''"') WHERE name = 'r'`)
 	out := runOK(t, ctl, "poison", "retry", fmt.Sprint(p.id), "--database-url", d.URL)
 	if want := fmt.Sprintf("retry requested for poison %d;", p.id); !strings.HasPrefix(out, want) {

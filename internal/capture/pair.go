@@ -61,10 +61,10 @@ type identity struct {
 }
 
 // Pair reconciles a transaction's registered row events with its fences by the
-// ADR rule: per row identity (relation, key), the k-th row event in source order
-// pairs with the fence of the k-th lowest registered-DML ordinal, and each pair
-// must agree on registration kind, relation identity, operation and key. Fence
-// IDs are unique. Anything else (a missing or extra fence, a duplicate, fences of
+// contract's rule (docs/change-stream.md): per row identity (relation, key), the
+// k-th row event in source order pairs with the fence of the k-th lowest
+// registered-DML ordinal, and each pair must agree on registration kind,
+// relation identity, operation and key. Fence IDs are unique. Anything else (a missing or extra fence, a duplicate, fences of
 // one identity out of order, a truncate of a registered relation, a relation
 // whose identity drifted, a key change) is a *Failure. Pairs come back in row
 // event order.

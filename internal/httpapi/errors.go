@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// apiError is a protocol error answer (docs/protocol-v3.md, "Errors").
+// apiError is a protocol error answer (docs/protocol.md, "Errors").
 type apiError struct {
 	Status     int
 	Code       string

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// readinessGate answers whether capture is ready (synchro.is_ready, ADR 001
+// readinessGate answers whether capture is ready (synchro.is_ready, docs/change-stream.md
 // "Readiness") for pull and rebuild, asking the database at most once per
 // interval and sharing the answer between requests. It is fail-closed: an error
 // or a timeout is "not ready".

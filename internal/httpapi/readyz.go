@@ -25,7 +25,7 @@ type readinessBody struct {
 	Checks []readinessCheck `json:"checks"`
 }
 
-// readyz reports capture readiness (ADR 001, "Readiness") from synchro.readiness:
+// readyz reports capture readiness (docs/change-stream.md, "Readiness") from synchro.readiness:
 // 200 only when the view has rows and every one is ok, else 503. It is
 // fail-closed: a database error (or timeout) is a failed "database" check whose
 // reason never carries the error text.

@@ -3,7 +3,7 @@
 // the bundle's digest recorded in synchro.function_bundle. It also checks that a
 // database matches what this binary was built with.
 //
-// Rolling back is goose's down (README, "Migrations"). Down sections drop with
+// Rolling back is goose's down (docs/operations.md, "Migrations"). Down sections drop with
 // CASCADE: the bundle's views and functions over what they drop go with it. Any
 // change of the applied migrations forgets the installed bundle
 // (synchro.forget_bundle), so Check fails until Apply installs it again.
@@ -116,7 +116,7 @@ func ApplyDB(ctx context.Context, sqlDB *sql.DB, publication string, log *slog.L
 
 // NewProvider is the goose provider of this build's migrations, over Synchro's
 // version table and with goose's session lock, as Apply uses it. Its Down and
-// DownTo roll migrations back as the goose command does (README, "Migrations").
+// DownTo roll migrations back as the goose command does (docs/operations.md, "Migrations").
 func NewProvider(sqlDB *sql.DB) (*goose.Provider, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package wal is Synchro's capture worker: it streams the logical replication
 // slot (pgoutput, messages on), buffers each committed source transaction whole,
 // hands batches of whole transactions to synchro.materialize_transaction in
-// commit order, and acknowledges the slot by the rules of ADR 001: processed
+// commit order, and acknowledges the slot by the rules of docs/change-stream.md: processed
 // boundary, then slot advance, then acknowledgement record; never past a poison.
 package wal
 
@@ -484,7 +484,7 @@ func (w *Worker) readPositions(ctx context.Context) (positions, error) {
 }
 
 // reconcileSlot refuses a slot it cannot stream (synchro.slot_problem), repairs the two
-// legal crash windows and refuses the two illegal slot positions (ADR 001, "Slot
+// legal crash windows and refuses the two illegal slot positions (docs/change-stream.md, "Slot
 // acknowledgement"), returning the acknowledgement the stream resumes from.
 func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	p, err := w.readPositions(ctx)
@@ -548,7 +548,7 @@ func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
 // triggers and no publication membership, so they never reach the stream), a
 // registered column was dropped and added again, a recorded partition was
 // detached, dropped or made unlogged, a partition's replica identity changed,
-// and the other kinds synchro.catalog_drift lists (ADR 001, "Registry
+// and the other kinds synchro.catalog_drift lists (docs/change-stream.md, "Registry
 // activation and relation drift"). Drift
 // that decoded row events show blocks the stream at the first of them. Each
 // check records the harmless catalog changes when due (recordCatalog), also

@@ -1,7 +1,7 @@
 -- synchro.activate_registry_generation: emits the transactional logical message
 -- (prefix "synchro.registry") that marks where generation g activates in source
 -- order. Row events decoded before it use the prior generation, later ones use g
--- (ADR 001, "Registry activation and relation drift"). It also records the
+-- (docs/change-stream.md, "Registry activation and relation drift"). It also records the
 -- schema manifest version the new registry gives clients.
 CREATE OR REPLACE FUNCTION synchro.activate_registry_generation(g bigint)
 RETURNS void

@@ -6,7 +6,7 @@
 -- row's current opaque version) and the write policy (synchro.write_allowed)
 -- before and after the write; and binds the fence the write fires to the client
 -- and mutation (settings synchro.client_id / synchro.mutation_id). It writes no
--- pull-visible effect (ADR 001). Outcome statuses: applied; conflict
+-- pull-visible effect (docs/change-stream.md). Outcome statuses: applied; conflict
 -- (version_conflict, with the current server_version and server_row; an update
 -- or delete of a row outside the user's scopes is answered exactly as one of a
 -- missing row); rejected

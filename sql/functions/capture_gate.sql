@@ -1,5 +1,5 @@
 -- synchro.capture_gate: refuses a pull or rebuild with 503 capture_pending while
--- any accepted push fence of the client is not WAL-materialized (ADR 001, "Write
+-- any accepted push fence of the client is not WAL-materialized (docs/change-stream.md, "Write
 -- fences", capture gate); nothing is served or advanced then. (Readiness, the
 -- other 503, is checked by the HTTP layer from synchro.is_ready before the call.)
 CREATE OR REPLACE FUNCTION synchro.capture_gate(client_id text)

@@ -6,7 +6,7 @@
 -- deferrable primary key; a generated key column (logical decoding leaves it
 -- out); a key type other than string (text, varchar, uuid), int (smallint,
 -- integer) or int64 (bigint); a replica identity other than DEFAULT on the
--- table or any of its partitions (ADR 001, "TRUNCATE and replica identity").
+-- table or any of its partitions (docs/change-stream.md, "TRUNCATE and replica identity").
 CREATE OR REPLACE FUNCTION synchro.capture_identity(rel oid, OUT key_column name, OUT key_type text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp

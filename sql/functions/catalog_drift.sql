@@ -32,7 +32,7 @@
 -- registered table itself, a publication member),
 -- or a partition's replica identity is not DEFAULT (pgoutput
 -- describes a partition's rows by the partitioned root). The worker blocks capture while
--- any exists; readiness reports them as registry drift (ADR 001, "Registry
+-- any exists; readiness reports them as registry drift (docs/change-stream.md, "Registry
 -- activation and relation drift"). Drift that decoded transactions show (a
 -- rename, a schema move, a key or replica identity change of the relation, a
 -- registered column renamed, dropped or of another type) blocks the stream at

@@ -5,7 +5,7 @@
 -- synchro.projected(relation), besides the system catalogs:
 -- materialization evaluates rules over projections as of each transaction
 -- (synchro.projected), never over live rows, which may already hold later
--- changes (ADR 001, "Membership evaluation"), and re-evaluates a synced row only
+-- changes (docs/change-stream.md, "Membership evaluation"), and re-evaluates a synced row only
 -- when a relation its rule declares changes, so a read of any other relation's
 -- projection would leave memberships stale. It runs the query with LIMIT 0, so
 -- it reads nothing and, being a subquery, cannot write; the tables it would scan

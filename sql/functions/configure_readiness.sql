@@ -1,5 +1,5 @@
 -- synchro.configure_readiness: operator function that sets the readiness limits
--- and the configured Synchro database (ADR 001, "Readiness"). Values are stored
+-- and the configured Synchro database (docs/change-stream.md, "Readiness"). Values are stored
 -- as given: NULL (not configured), an infinite interval or a non-positive limit
 -- is unbounded, and synchro.readiness reports it as not ready.
 CREATE OR REPLACE FUNCTION synchro.configure_readiness(heartbeat_max_age interval, wal_lag_limit_bytes bigint,

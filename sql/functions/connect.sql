@@ -1,4 +1,4 @@
--- synchro.connect: POST /sync/connect (docs/protocol-v3.md). Negotiates the
+-- synchro.connect: POST /sync/connect (docs/protocol.md). Negotiates the
 -- protocol (426 upgrade_required below the minimum protocol or app version),
 -- registers or resumes the client for user_id (409 when bound to another user),
 -- returns the schema action (none | replace | rebuild_local) with the manifest

@@ -5,7 +5,7 @@
 -- the detached table nor a later DROP TABLE of it is relation drift.
 -- Detaching or dropping a partition any other way takes its rows out of the
 -- registered relation without a row event, which synchro.catalog_drift
--- reports and which blocks capture (ADR 001, "Registry activation and
+-- reports and which blocks capture (docs/change-stream.md, "Registry activation and
 -- relation drift").
 -- It refuses (55000) a partition that holds rows: delete them first, each
 -- delete passes a fence and clients see the rows go. The partition stays

@@ -1,4 +1,4 @@
--- synchro.evaluate_readiness: the fail-closed capture readiness checks of ADR 001,
+-- synchro.evaluate_readiness: the fail-closed capture readiness checks of docs/change-stream.md,
 -- "Readiness", one {"check", "ok", "reason"} object per check in a fixed order;
 -- read them through the view synchro.readiness. (jsonb rather than a record so
 -- that sqlc, which cannot type the catalog views read here, can type the view.)

@@ -24,7 +24,7 @@
 --     (bound to the push mutation named by the settings synchro.client_id and
 --     synchro.mutation_id when set, and then pending for that client in
 --     synchro.fence_pending until materialized) and emits one transactional logical message
---     with prefix "synchro.fence" (ADR 001, "Write fences and opaque row versions").
+--     with prefix "synchro.fence" (docs/change-stream.md, "Write fences and opaque row versions").
 -- It creates no pull-visible effect.
 CREATE OR REPLACE FUNCTION synchro.fence()
 RETURNS trigger

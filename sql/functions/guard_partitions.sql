@@ -11,7 +11,7 @@
 -- it installed or enabled. PostgreSQL clones row triggers onto new partitions but not statement
 -- triggers, and with publish_via_partition_root the TRUNCATE of a single
 -- partition is not decoded at all: without this guard it would empty the
--- partition unseen (ADR 001, "TRUNCATE and replica identity"). So the fence
+-- partition unseen (docs/change-stream.md, "TRUNCATE and replica identity"). So the fence
 -- refuses writes into a partition not recorded here, and capture blocks while
 -- a recorded partition's truncate guard does not fire in every session
 -- (synchro.catalog_drift), or once its guards changed since they were recorded

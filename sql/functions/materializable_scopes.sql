@@ -21,7 +21,7 @@
 -- deadlock, lock timeout, resources, cancellation) pass through unchanged.
 -- What it cannot see (transactions that commit between the check and the
 -- push's commit; live rows render some types unlike captured images) is the
--- window README.md describes.
+-- window docs/registration.md describes ("A push does not block capture").
 CREATE OR REPLACE FUNCTION synchro.materializable_scopes(t synchro.synced_table, key text, before jsonb, after jsonb)
 RETURNS text[]
 LANGUAGE plpgsql

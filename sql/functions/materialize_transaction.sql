@@ -1,5 +1,5 @@
 -- synchro.materialize_transaction: materializes a batch of whole committed source
--- transactions in commit order, in the caller's one database transaction (ADR 001,
+-- transactions in commit order, in the caller's one database transaction (docs/change-stream.md,
 -- "Transaction and event replay identity"):
 --   * the caller stages the batch's applicable events first, in the same database
 --     transaction, in the scratch table synchro_seg_event (made by

@@ -3,7 +3,7 @@
 -- projection to complete over: the row was never captured before (it predates the
 -- relation's registration, or came with an attached partition). Completing it over
 -- nothing would store and publish the row without those columns; the transaction
--- is quarantined instead (ADR 001: what cannot be materialized blocks). Called by
+-- is quarantined instead (docs/change-stream.md: what cannot be materialized blocks). Called by
 -- synchro.materialize_segment only where the base is missing.
 CREATE OR REPLACE FUNCTION synchro.missing_image_base(rid bigint)
 RETURNS jsonb

@@ -1,4 +1,4 @@
--- synchro.pull: POST /sync/pull (docs/protocol-v3.md) for user_id. Fixes one
+-- synchro.pull: POST /sync/pull (docs/protocol.md) for user_id. Fixes one
 -- materialized high-watermark hw (transaction_end of the progress row's
 -- materialized commit) and serves, for every requested scope assigned to the
 -- client whose cursor resumes, the effects after its cursor and at or before hw,

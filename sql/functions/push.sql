@@ -1,4 +1,4 @@
--- synchro.push: POST /sync/push (docs/protocol-v3.md) for user_id. Applies the
+-- synchro.push: POST /sync/push (docs/protocol.md) for user_id. Applies the
 -- mutations in request order, each through synchro.apply_mutation in its own
 -- savepoint, with idempotency by (client_id, mutation_id): the outcome is recorded
 -- in the same transaction as the write, and a replayed mutation (also one sent

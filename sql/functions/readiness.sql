@@ -1,4 +1,4 @@
--- synchro.readiness: the fail-closed capture readiness of ADR 001, "Readiness":
+-- synchro.readiness: the fail-closed capture readiness of docs/change-stream.md, "Readiness":
 -- one row per check in a fixed order (database, worker, registry, triggers,
 -- publication, slot, poison, positions, heartbeat_age, wal_lag, commit_lag,
 -- worker_database) with ok and a short reason. Ready means every row is ok

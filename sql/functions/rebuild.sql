@@ -1,4 +1,4 @@
--- synchro.rebuild: POST /sync/rebuild (docs/protocol-v3.md) for user_id: the
+-- synchro.rebuild: POST /sync/rebuild (docs/protocol.md) for user_id: the
 -- complete contents of one assigned scope at one fixed position, in keyset pages
 -- of at most page_limit records ordered by (table_id, key), and of rows of at
 -- most page_bytes in all (text of the images) unless the page has one row:

@@ -1,6 +1,6 @@
 -- synchro.record_acknowledgement: records that the slot was advanced to boundary.
 -- The acknowledgement never moves backwards and never passes the processed
--- boundary (the progress CHECK constraints enforce the ADR's ordering).
+-- boundary (the progress CHECK constraints enforce the ordering of docs/change-stream.md).
 CREATE OR REPLACE FUNCTION synchro.record_acknowledgement(boundary pg_lsn)
 RETURNS void
 LANGUAGE plpgsql

@@ -2,7 +2,7 @@
 -- position read, at time read_at, before a decode that found no source
 -- transaction): every transaction committed before read_at is processed, so
 -- caught_up_at (synchro.commit_lag) moves to read_at. Refused while a blocking
--- poison transaction exists (ADR 001, "Slot acknowledgement").
+-- poison transaction exists (docs/change-stream.md, "Slot acknowledgement").
 DROP FUNCTION IF EXISTS synchro.record_processed(pg_lsn);
 CREATE OR REPLACE FUNCTION synchro.record_processed(boundary pg_lsn, read_at timestamptz)
 RETURNS void

@@ -1,4 +1,4 @@
--- synchro.refuse: aborts a sync request with a protocol error (docs/protocol-v3.md,
+-- synchro.refuse: aborts a sync request with a protocol error (docs/protocol.md,
 -- "Errors"): SQLSTATE SY<status> (e.g. SY409), the client-safe message, and the
 -- protocol error code as HINT. The HTTP layer answers exactly that; the request's
 -- transaction rolls back, so a refused request changes nothing.

@@ -1,6 +1,6 @@
 -- synchro.resolve_relation_name: resolves a schema-qualified relation name given in
 -- a scope rule ("schema.table", quoting allowed). A bare name is rejected: lookups
--- never use search_path (ADR 001, "Registry activation and relation drift").
+-- never use search_path (docs/change-stream.md, "Registry activation and relation drift").
 CREATE OR REPLACE FUNCTION synchro.resolve_relation_name(qualified text, context text)
 RETURNS oid
 LANGUAGE plpgsql STABLE

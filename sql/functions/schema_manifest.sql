@@ -1,5 +1,5 @@
 -- synchro.schema_manifest: the canonical schema manifest of the synced tables
--- (docs/protocol-v3.md, "GET /sync/schema") without version and hash: tables by
+-- (docs/protocol.md, "GET /sync/schema") without version and hash: tables by
 -- wire name with key, columns (synced, in registration order, portable types),
 -- composition (multi_scope when the rule can put a row in several scopes) and
 -- the table's indexes over synced columns only. Deterministic for one registry.

@@ -1,5 +1,5 @@
 -- synchro.scope_cursor: the signed opaque cursor of a scope at a delivery position
--- (stream_generation, point) of ADR 001; point is (commit_lsn, event_ordinal,
+-- (stream_generation, point) of docs/change-stream.md; point is (commit_lsn, event_ordinal,
 -- effect_ordinal), and event and effect ordinal 2147483647 denote the
 -- transaction-end sentinel after every effect of the transaction at commit_lsn.
 -- It is bound to client c and to the scope's current assignment epoch in c

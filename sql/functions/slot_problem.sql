@@ -1,6 +1,6 @@
 -- synchro.slot_problem: the one statement of what makes a replication slot able
--- to carry this database's change stream (ADR 001, "Slot acknowledgement";
--- README, "The replication slot"). problem says why the slot named p_slot_name
+-- to carry this database's change stream (docs/change-stream.md, "Slot acknowledgement";
+-- docs/operations.md, "The replication slot"). problem says why the slot named p_slot_name
 -- cannot (missing, not a pgoutput logical slot, another database's, temporary,
 -- no WAL reserved or invalidated, no confirmed position) and is NULL only when
 -- every fact needed is present and healthy. The worker blocks on it before it

@@ -1,7 +1,7 @@
 -- synchro.truncate_guard: BEFORE TRUNCATE statement trigger of every registered
 -- relation and of each of its partitions, firing in every session (ENABLE
 -- ALWAYS, also with session_replication_role = replica). TRUNCATE is unsupported
--- in protocol v3 (ADR 001); refusing it up front keeps capture running. A
+-- in protocol v3 (docs/change-stream.md); refusing it up front keeps capture running. A
 -- TRUNCATE of the relation that bypasses a disabled trigger still blocks capture
 -- when the worker decodes it; one of a partition is never decoded, so capture
 -- blocks while a partition's guard may not fire (synchro.catalog_drift).

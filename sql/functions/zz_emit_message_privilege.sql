@@ -1,7 +1,7 @@
 -- Who may emit logical messages. Capture reads every transactional message with
 -- the prefixes synchro.fence and synchro.registry as a write fence or a registry
 -- activation, and a fence or activation it cannot match is a blocking failure
--- (ADR 001): PostgreSQL lets every role emit any message, so any role that can
+-- (docs/change-stream.md): PostgreSQL lets every role emit any message, so any role that can
 -- connect could forge one and block capture for good. Only the fence and
 -- registry activation (definer functions of the role running migrations) need
 -- it, so it is revoked from PUBLIC in this database, whatever the function's

@@ -1,4 +1,4 @@
--- Sync protocol v3 entry points (docs/protocol-v3.md). Each takes the
+-- Sync protocol v3 entry points (docs/protocol.md). Each takes the
 -- authenticated user id and the validated request body; refusals arrive as
 -- SQLSTATE SY<status> errors (synchro.refuse).
 

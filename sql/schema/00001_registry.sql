@@ -1,5 +1,5 @@
 -- +goose Up
--- Registry, settings and write fences: the base of the change stream (ADR 001,
+-- Registry, settings and write fences: the base of the change stream (docs/change-stream.md,
 -- "Registry activation and relation drift", "Write fences and opaque row versions").
 
 -- The schema itself is created by synchroctl migrate before goose runs, because

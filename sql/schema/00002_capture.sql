@@ -1,11 +1,11 @@
 -- +goose Up
 -- Capture: stream progress, replay ledgers, projections' derived state (row
 -- versions, membership edges, pull effects, scope digests), poison quarantine and
--- worker heartbeat (ADR 001, "Commit-safe stream position" through "Poison-event
+-- worker heartbeat (docs/change-stream.md, "Commit-safe stream position" through "Poison-event
 -- quarantine and recovery").
 
--- The durable progress of the active stream generation. The CHECKs are the ADR's
--- position ordering: generation_start <= acknowledged <= processed and
+-- The durable progress of the active stream generation. The CHECKs are the
+-- position ordering of docs/change-stream.md: generation_start <= acknowledged <= processed and
 -- materialized_end <= processed (a NULL acknowledgement equals generation_start).
 CREATE TABLE synchro.progress (
     singleton               boolean PRIMARY KEY DEFAULT true CHECK (singleton),

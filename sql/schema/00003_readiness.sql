@@ -1,5 +1,5 @@
 -- +goose Up
--- Readiness limits (ADR 001, "Readiness"). NULL means not configured, which is
+-- Readiness limits (docs/change-stream.md, "Readiness"). NULL means not configured, which is
 -- not ready: synchro.readiness never assumes a default bound. synchrod sets them
 -- at startup through synchro.configure_readiness.
 ALTER TABLE synchro.settings

@@ -1,5 +1,5 @@
 -- +goose Up
--- Sync protocol v3 state (docs/protocol-v3.md): shared scopes, scope assignment,
+-- Sync protocol v3 state (docs/protocol.md): shared scopes, scope assignment,
 -- clients and their scope sets, durable push outcomes, schema versions, write
 -- policies and the key that signs cursors.
 

@@ -3,7 +3,7 @@
 -- synchro.relation.columns. A registered column whose type changes, or that is
 -- dropped and added again under its name, is relation drift: its values on the
 -- wire would change type, or lose their history, without a row event
--- (ADR 001, "Registry activation and relation drift"). Relations registered
+-- (docs/change-stream.md, "Registry activation and relation drift"). Relations registered
 -- before this migration record the catalog as it is now; a column already
 -- missing records NULL, which never matches.
 ALTER TABLE synchro.relation

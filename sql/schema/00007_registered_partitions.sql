@@ -4,7 +4,7 @@
 -- TABLE of the partition) takes its rows out of the registered relation
 -- without a row event: synchro.catalog_drift reports it and capture blocks
 -- until it is attached again, unless synchro.detach_partition released it
--- while it held no rows (ADR 001, "Registry activation and relation drift").
+-- while it held no rows (docs/change-stream.md, "Registry activation and relation drift").
 -- synchro.guard_partitions records partitions (registration calls it).
 -- Relations registered before this migration record their partitions as they
 -- are now.

@@ -4,7 +4,7 @@
 -- ordinals in the transaction-local setting synchro.dml_ordinal, which any writer
 -- of a registered table can also set; a setting moved back would give a row's
 -- later fence a lower ordinal, and capture would block on the reordered pair
--- (ADR 001, "Write fences and opaque row versions"). With the ordinal recorded
+-- (docs/change-stream.md, "Write fences and opaque row versions"). With the ordinal recorded
 -- here the fence refuses such a write instead (synchro.fence). Rows fenced
 -- before this migration have none; a later transaction never compares with it.
 ALTER TABLE synchro.row_head ADD COLUMN fence_ordinal integer;

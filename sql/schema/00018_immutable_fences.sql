@@ -1,5 +1,5 @@
 -- +goose Up
--- Write fences are immutable (ADR 001, "Write fences and opaque row versions":
+-- Write fences are immutable (docs/change-stream.md, "Write fences and opaque row versions":
 -- push "persists an immutable write fence"). A fence is materialized when the
 -- event ledger holds the row event reconciled with it, and at most once: the
 -- ledger names each fence once (event_ledger_fence). Materialization used to
