@@ -237,6 +237,10 @@ type SynchroScopeDigest struct {
 	RowCount         int64       `json:"row_count"`
 }
 
+type SynchroSegmentingRelation struct {
+	RelationID int64 `json:"relation_id"`
+}
+
 type SynchroSetting struct {
 	Singleton          bool            `json:"singleton"`
 	PublicationName    string          `json:"publication_name"`
@@ -247,6 +251,7 @@ type SynchroSetting struct {
 	MinProtocolVersion int32           `json:"min_protocol_version"`
 	MinAppVersion      pgtype.Text     `json:"min_app_version"`
 	ScopeAssignment    interface{}     `json:"scope_assignment"`
+	ClientRetention    pgtype.Interval `json:"client_retention"`
 }
 
 type SynchroSharedScope struct {
