@@ -18,7 +18,9 @@
 -- answer carries them for applied outcomes up to row_bytes of text in all
 -- (always the first one): the later applied outcomes carry server_row_omitted
 -- instead, their rows reach the client by pull (conflicts and rejections keep
--- theirs). The recorded outcomes keep their rows.
+-- theirs). An applied outcome whose row text is over 64 KiB carries
+-- server_row_omitted instead, in the answer and in the record a replay answers:
+-- recording a large row would write it to the WAL again for a small update.
 DROP FUNCTION IF EXISTS synchro.push(text, jsonb);
 CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb, row_bytes bigint)
 RETURNS jsonb
@@ -76,6 +78,9 @@ BEGIN
         END;
         IF res IS NULL AND claimed THEN
             res := synchro.apply_mutation(c, user_id, m);
+            IF res ->> 'status' = 'applied' AND octet_length(res ->> 'server_row_text') > 65536 THEN
+                res := (res - 'server_row_text') || '{"server_row_omitted": true}';
+            END IF;
             IF res ->> 'status' = 'retry' THEN
                 DELETE FROM synchro.mutation WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
             ELSE
