@@ -397,12 +397,12 @@ INSERT INTO app.big_docs SELECT 'b1', 'alice', 'w0', string_agg(md5(i::text), ''
 	pushed := walSince(from) / updates
 	t.Logf("WAL per one-word update of a row with a %d-byte value: direct %d bytes, push %d bytes", valueBytes, direct, pushed)
 	// A push also records its outcome (synchro.mutation), which leaves a row
-	// this large out (server_row_omitted), as the answer does.
+	// this large out: a replay answers server_row_omitted.
 	if direct > valueBytes/10 || pushed > valueBytes/10 {
 		t.Fatalf("WAL per update: direct %d, push %d bytes; want both below a tenth of the %d-byte value",
 			direct, pushed, valueBytes)
 	}
-	resp := e.push(t, "alice", "ca", mut("p5", "big_docs", "update", map[string]any{"id": "b1"}, map[string]any{"title": "p5"}))
+	resp := e.push(t, "alice", "ca", mut("p5", "big_docs", "update", map[string]any{"id": "b1"}, map[string]any{"title": "p5"})) // a replay
 	if _, o := outcome(t, resp, "p5"); o["server_row_omitted"] != true || o["server_row"] != nil || o["server_version"] == nil {
 		t.Fatalf("replayed outcome of an update of a large row: %v, want server_row_omitted with the version", o)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synchro-sync/synchro/internal/httpapi"
 	"github.com/synchro-sync/synchro/internal/wire"
 )
 
@@ -159,7 +160,9 @@ func mustJSONString(s string) string {
 func TestValueFidelityAlongEveryPath(t *testing.T) {
 	t.Parallel()
 	cases := fidelityCases()
-	e := newSyncEnv(t, pushTypesSetup)
+	// The large text case is over the default value limit (1 MiB of JSON), and
+	// the rows of every case are read in one page, over the default page bytes.
+	e := newSyncEnv(t, pushTypesSetup, func(s *httpapi.Sync) { s.MaxValueBytes, s.MaxPageBytes = 4<<20, 64<<20 })
 	e.connect(t, "u1", "c1")
 	status, start := fidelityPost(t, e, "/sync/rebuild", []byte(`{"client_id": "c1", "scope": "user:u1", "cursor": null, "limit": 10}`))
 	cursor := start["final_scope_cursor"]

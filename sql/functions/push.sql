@@ -18,9 +18,9 @@
 -- answer carries them for applied outcomes up to row_bytes of text in all
 -- (always the first one): the later applied outcomes carry server_row_omitted
 -- instead, their rows reach the client by pull (conflicts and rejections keep
--- theirs). An applied outcome whose row text is over 64 KiB carries
--- server_row_omitted instead, in the answer and in the record a replay answers:
--- recording a large row would write it to the WAL again for a small update.
+-- theirs). An applied outcome whose row text is over 64 KiB is recorded with
+-- server_row_omitted instead of the row, so a replay answers it so: recording a
+-- large row would write it to the WAL again for a small update.
 DROP FUNCTION IF EXISTS synchro.push(text, jsonb);
 CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb, row_bytes bigint)
 RETURNS jsonb
@@ -78,13 +78,12 @@ BEGIN
         END;
         IF res IS NULL AND claimed THEN
             res := synchro.apply_mutation(c, user_id, m);
-            IF res ->> 'status' = 'applied' AND octet_length(res ->> 'server_row_text') > 65536 THEN
-                res := (res - 'server_row_text') || '{"server_row_omitted": true}';
-            END IF;
             IF res ->> 'status' = 'retry' THEN
                 DELETE FROM synchro.mutation WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
             ELSE
-                UPDATE synchro.mutation SET outcome = res
+                UPDATE synchro.mutation
+                SET outcome = CASE WHEN res ->> 'status' = 'applied' AND octet_length(res ->> 'server_row_text') > 65536
+                                   THEN (res - 'server_row_text') || '{"server_row_omitted": true}' ELSE res END
                 WHERE client_id = c.client_id AND mutation_id = m ->> 'mutation_id';
             END IF;
         ELSIF res IS NULL THEN -- a replay: the recorded outcome, if it is the same mutation
