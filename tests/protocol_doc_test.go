@@ -22,8 +22,9 @@ import (
 // with their HTTP status and retryable flag), every refusal the SQL entry
 // points raise (synchro.refuse(status, code, ...) in sql/functions), and every
 // push outcome (status and code) they answer must have its row in the
-// document's tables. The codes are read from the sources, so a code added
-// later is caught without editing this test.
+// document's tables; a code answered with several statuses has a row for each,
+// and a row no source answers is an error too. The codes are read from the
+// sources, so a code added later is caught without editing this test.
 func TestProtocolDocumentsEveryCode(t *testing.T) {
 	doc, err := os.ReadFile("../docs/protocol.md")
 	if err != nil {
@@ -33,17 +34,17 @@ func TestProtocolDocumentsEveryCode(t *testing.T) {
 
 	goCodes, retryable := httpapiErrors(t)
 	if len(goCodes) < 8 {
-		t.Fatalf("found %d error codes in internal/httpapi; the parser no longer matches how apiError is built", len(goCodes))
+		t.Fatalf("found %d error answers in internal/httpapi; the parser no longer matches how apiError is built", len(goCodes))
 	}
-	for code, status := range goCodes {
-		row, ok := errs[code]
+	answered := map[string]bool{} // "status code" of every answer the sources give
+	for _, a := range goCodes {
+		answered[a.status+" "+a.code] = true
+		row, ok := errs[a.code][a.status]
 		switch {
 		case !ok:
-			t.Errorf("docs/protocol.md, Errors: no row for %d %s (internal/httpapi)", status, code)
-		case row.status != strconv.Itoa(status):
-			t.Errorf("docs/protocol.md, Errors: %s is documented as HTTP %s; internal/httpapi answers %d", code, row.status, status)
-		case (row.retryable == "yes") != retryable[code]:
-			t.Errorf("docs/protocol.md, Errors: %s documented retryable %s; internal/httpapi says %v", code, row.retryable, retryable[code])
+			t.Errorf("docs/protocol.md, Errors: no row for %s %s (internal/httpapi)", a.status, a.code)
+		case (row == "yes") != retryable[a.code]:
+			t.Errorf("docs/protocol.md, Errors: %s %s documented retryable %s; internal/httpapi says %v", a.status, a.code, row, retryable[a.code])
 		}
 	}
 
@@ -52,12 +53,21 @@ func TestProtocolDocumentsEveryCode(t *testing.T) {
 		t.Fatalf("found %d refusals and %d push outcomes in sql/functions; the patterns no longer match", len(refusals), len(outcomes))
 	}
 	for _, r := range refusals {
-		row, ok := errs[r.code]
-		if !ok || row.status != r.status {
+		answered[r.status+" "+r.code] = true
+		row, ok := errs[r.code][r.status]
+		if !ok {
 			t.Errorf("docs/protocol.md, Errors: no row for %s %s (synchro.refuse in %s)", r.status, r.code, r.file)
 		}
-		if ok && (row.retryable == "yes") != retryable[r.code] {
-			t.Errorf("docs/protocol.md, Errors: %s documented retryable %s; internal/httpapi says %v", r.code, row.retryable, retryable[r.code])
+		if ok && (row == "yes") != retryable[r.code] {
+			t.Errorf("docs/protocol.md, Errors: %s %s documented retryable %s; internal/httpapi says %v", r.status, r.code, row, retryable[r.code])
+		}
+	}
+	// A documented answer nothing gives: a status the code changed, or a code removed.
+	for code, statuses := range errs {
+		for status := range statuses {
+			if !answered[status+" "+code] {
+				t.Errorf("docs/protocol.md, Errors: row %s %s, but neither internal/httpapi nor synchro.refuse answers it", status, code)
+			}
 		}
 	}
 	for _, o := range outcomes {
@@ -67,13 +77,18 @@ func TestProtocolDocumentsEveryCode(t *testing.T) {
 	}
 }
 
-// errorRows maps each code of the document's errors table to its row:
+// errorRows maps each code of the document's errors table to its rows, by
+// HTTP status, each to its retryable column (a code may be answered with
+// several statuses, one row each):
 // | 400 | `invalid_request` | no | ...
-func errorRows(doc string) map[string]struct{ status, retryable string } {
-	rows := map[string]struct{ status, retryable string }{}
+func errorRows(doc string) map[string]map[string]string {
+	rows := map[string]map[string]string{}
 	re := regexp.MustCompile("(?m)^\\| (\\d{3}) \\| `([a-z_]+)` \\| (yes|no) \\|")
 	for _, m := range re.FindAllStringSubmatch(doc, -1) {
-		rows[m[2]] = struct{ status, retryable string }{m[1], m[3]}
+		if rows[m[2]] == nil {
+			rows[m[2]] = map[string]string{}
+		}
+		rows[m[2]][m[1]] = m[3]
 	}
 	return rows
 }
@@ -90,17 +105,20 @@ func outcomeRows(doc string) map[string]bool {
 	return rows
 }
 
+// httpAnswer is one error answer of internal/httpapi: its code and HTTP status.
+type httpAnswer struct{ code, status string }
+
 // httpapiErrors reads internal/httpapi's sources: the code and HTTP status of
-// every apiError composite literal with a constant code, and the keys of the
-// retryable map.
-func httpapiErrors(t *testing.T) (map[string]int, map[string]bool) {
+// every apiError composite literal with a constant code (a code may be built
+// with several statuses), and the keys of the retryable map.
+func httpapiErrors(t *testing.T) ([]httpAnswer, map[string]bool) {
 	t.Helper()
 	fset := gotoken.NewFileSet()
 	files, err := filepath.Glob("../internal/httpapi/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	codes := map[string]string{} // code -> status expression (http.StatusX)
+	codes := map[httpAnswer]bool{} // code and status expression (http.StatusX)
 	retryable := map[string]bool{}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -130,7 +148,7 @@ func httpapiErrors(t *testing.T) (map[string]int, map[string]bool) {
 						}
 					}
 					if code != "" {
-						codes[code] = status
+						codes[httpAnswer{code, status}] = true
 					}
 				}
 			case *ast.ValueSpec:
@@ -172,16 +190,18 @@ func exprString(e ast.Expr) string {
 
 // resolveStatuses evaluates the status expressions (http.StatusX constants or
 // literals) by type-checking them against net/http.
-func resolveStatuses(t *testing.T, codes map[string]string) map[string]int {
+func resolveStatuses(t *testing.T, codes map[httpAnswer]bool) []httpAnswer {
 	t.Helper()
-	names := make([]string, 0, len(codes))
-	for code := range codes {
-		names = append(names, code)
+	names := make([]httpAnswer, 0, len(codes))
+	for a := range codes {
+		names = append(names, a)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool {
+		return names[i].code+" "+names[i].status < names[j].code+" "+names[j].status
+	})
 	src := "package p\nimport \"net/http\"\nvar _ = http.StatusOK\nconst (\n"
-	for i, code := range names {
-		src += fmt.Sprintf("\tc%d = %s\n", i, codes[code])
+	for i, a := range names {
+		src += fmt.Sprintf("\tc%d = %s\n", i, a.status)
 	}
 	src += ")\n"
 	fset := gotoken.NewFileSet()
@@ -194,14 +214,14 @@ func resolveStatuses(t *testing.T, codes map[string]string) map[string]int {
 	if err != nil {
 		t.Fatalf("status expressions: %v", err)
 	}
-	out := map[string]int{}
-	for i, code := range names {
+	out := make([]httpAnswer, len(names))
+	for i, a := range names {
 		c := pkg.Scope().Lookup(fmt.Sprintf("c%d", i)).(*types.Const)
 		v, ok := constant.Int64Val(c.Val())
 		if !ok {
-			t.Fatalf("status of %s is not an integer constant", code)
+			t.Fatalf("status of %s is not an integer constant", a.code)
 		}
-		out[code] = int(v)
+		out[i] = httpAnswer{a.code, strconv.FormatInt(v, 10)}
 	}
 	return out
 }
