@@ -20,7 +20,7 @@ import (
 func sdkBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool) ([]row, error) {
 	const user, n = "sdk", 20_000
 	progress("sync: writing a %d-row scope for the SDK", n)
-	if _, err := pool.Exec(ctx, `INSERT INTO bench.items SELECT 600000000 + g, $1, repeat('x', 100) FROM generate_series(1, $2::int) g`, user, n); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO bench.items SELECT 500000000 + g, $1, repeat('x', 100) FROM generate_series(1, $2::int) g`, user, n); err != nil {
 		return nil, err
 	}
 	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`); err != nil {
