@@ -30,7 +30,7 @@ func attackBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, secon
 		UNION ALL SELECT 610000000 + g, $3, 'row' FROM generate_series(1, 8) g`, user, page, attacker); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`); err != nil {
+	if err := waitMaterialized(ctx, pool); err != nil {
 		return nil, err
 	}
 	pulls := func() ([]time.Duration, error) {

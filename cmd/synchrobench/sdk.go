@@ -23,7 +23,7 @@ func sdkBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool) ([]row, 
 	if _, err := pool.Exec(ctx, `INSERT INTO bench.items SELECT 500000000 + g, $1, repeat('x', 100) FROM generate_series(1, $2::int) g`, user, n); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`); err != nil {
+	if err := waitMaterialized(ctx, pool); err != nil {
 		return nil, err
 	}
 	var ignored map[string]any

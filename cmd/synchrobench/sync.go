@@ -449,7 +449,7 @@ func pageBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds
 	if _, err := pool.Exec(ctx, `INSERT INTO bench.items SELECT 800000000 + g, $1, repeat('x', 100) FROM generate_series(1, $2) g`, user, page); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`); err != nil {
+	if err := waitMaterialized(ctx, pool); err != nil {
 		return nil, err
 	}
 	progress("sync: %d clients polling; pulling %d-change pages for %ds", pollers, page, seconds)
@@ -526,7 +526,7 @@ func rebuildBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool) ([]r
 			return nil, err
 		}
 	}
-	if err := waitFor(ctx, pool, `SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))`); err != nil {
+	if err := waitMaterialized(ctx, pool); err != nil {
 		return nil, err
 	}
 	var ignored map[string]any

@@ -1,4 +1,3 @@
-// Command synchroctl is Synchro's operator CLI.
 package main
 
 import (

@@ -15,7 +15,7 @@ import (
 // statusReport is what `synchroctl status` shows (and prints with --json).
 type statusReport struct {
 	Ready     bool                   `json:"ready"`
-	Readiness []db.SynchroReadiness  `json:"readiness"`
+	Readiness []db.ListReadinessRow  `json:"readiness"`
 	Stream    *db.GetStreamStatusRow `json:"stream"`
 	Workers   []db.ListWorkersRow    `json:"workers"`
 	Poison    []db.ListPoisonRow     `json:"poison"`

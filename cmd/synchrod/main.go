@@ -1,5 +1,3 @@
-// Command synchrod is the Synchro server: the HTTP sync API and the WAL capture
-// worker over one PostgreSQL database.
 package main
 
 import (
@@ -17,6 +15,7 @@ import (
 
 	"github.com/synchro-sync/synchro/internal/auth"
 	"github.com/synchro-sync/synchro/internal/config"
+	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/httpapi"
 	"github.com/synchro-sync/synchro/internal/logging"
 	"github.com/synchro-sync/synchro/internal/metrics"
@@ -139,12 +138,13 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	// Readiness limits of this database (synchro.readiness); the last synchrod to start sets them.
-	if _, err := pool.Exec(ctx, `SELECT synchro.configure_readiness($1::bigint * interval '1 microsecond', $2::bigint,
-		$3::bigint * interval '1 microsecond', current_database())`,
-		maxHeartbeatAge.Microseconds(), *maxWALLag, maxCommitLag.Microseconds()); err != nil {
+	q := db.New(pool)
+	if err := q.ConfigureReadiness(ctx, db.ConfigureReadinessParams{
+		HeartbeatMaxAgeUs: maxHeartbeatAge.Microseconds(), WalLagLimitBytes: *maxWALLag, CommitLagLimitUs: maxCommitLag.Microseconds(),
+	}); err != nil {
 		return fmt.Errorf("configure readiness: %w", err)
 	}
-	if _, err := pool.Exec(ctx, `SELECT synchro.configure_protocol($1, nullif($2, ''))`, *minProtocol, *minAppVersion); err != nil {
+	if err := q.ConfigureProtocol(ctx, db.ConfigureProtocolParams{MinProtocolVersion: int64(*minProtocol), MinAppVersion: *minAppVersion}); err != nil {
 		return fmt.Errorf("configure protocol: %w", err)
 	}
 

@@ -1,7 +1,3 @@
-// Package config reads Synchro's settings from command-line flags, each with an
-// environment-variable equivalent named in its usage text, "(env NAME)". A flag
-// given on the command line wins over the environment, which wins over the
-// flag's default.
 package config
 
 import (

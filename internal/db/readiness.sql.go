@@ -9,19 +9,40 @@ import (
 	"context"
 )
 
-const listReadiness = `-- name: ListReadiness :many
-SELECT "check", ok, reason FROM synchro.readiness
+const isReady = `-- name: IsReady :one
+SELECT coalesce(synchro.is_ready(), false)::boolean AS ready
 `
 
-func (q *Queries) ListReadiness(ctx context.Context) ([]SynchroReadiness, error) {
+// Whether capture is ready (every readiness check ok; NULL counts as not ready).
+func (q *Queries) IsReady(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, isReady)
+	var ready bool
+	err := row.Scan(&ready)
+	return ready, err
+}
+
+const listReadiness = `-- name: ListReadiness :many
+SELECT "check", coalesce(ok, false)::boolean AS ok, coalesce(reason, '')::text AS reason
+FROM synchro.readiness
+`
+
+type ListReadinessRow struct {
+	Check  string `json:"check"`
+	Ok     bool   `json:"ok"`
+	Reason string `json:"reason"`
+}
+
+// The readiness checks (synchro.readiness). A NULL is unknown, and unknown is
+// not ok.
+func (q *Queries) ListReadiness(ctx context.Context) ([]ListReadinessRow, error) {
 	rows, err := q.db.Query(ctx, listReadiness)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []SynchroReadiness{}
+	items := []ListReadinessRow{}
 	for rows.Next() {
-		var i SynchroReadiness
+		var i ListReadinessRow
 		if err := rows.Scan(&i.Check, &i.Ok, &i.Reason); err != nil {
 			return nil, err
 		}

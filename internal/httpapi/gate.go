@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/db"
 )
 
 // readinessGate answers whether capture is ready (synchro.is_ready, docs/change-stream.md
@@ -29,8 +31,8 @@ func (g *readinessGate) isReady(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
 	defer cancel()
-	var ready bool
-	if err := g.pool.QueryRow(ctx, `SELECT synchro.is_ready()`).Scan(&ready); err != nil {
+	ready, err := db.New(g.pool).IsReady(ctx)
+	if err != nil {
 		ready = false
 	}
 	g.ready, g.checkedAt = ready, time.Now()

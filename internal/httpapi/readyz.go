@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/synchro-sync/synchro/internal/db"
 )
 
 // readinessTimeout bounds the readiness query: a database that does not answer
 // in time is unready.
 const readinessTimeout = 5 * time.Second
 
-// readinessCheck is one row of synchro.readiness.
+// readinessCheck is one row of synchro.readiness (db.ListReadiness: a NULL ok
+// is unknown, and unknown is not ok).
 type readinessCheck struct {
 	Check  string `json:"check"`
 	OK     bool   `json:"ok"`
@@ -56,27 +59,15 @@ func readiness(ctx context.Context, pool *pgxpool.Pool) ([]readinessCheck, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
 	defer cancel()
-	rows, err := pool.Query(ctx, `SELECT "check", ok, reason FROM synchro.readiness`)
+	rows, err := db.New(pool).ListReadiness(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	checks := []readinessCheck{}
-	for rows.Next() {
-		var c readinessCheck
-		var ok *bool
-		var reason *string
-		if err := rows.Scan(&c.Check, &ok, &reason); err != nil {
-			return nil, err
-		}
-		// A NULL is unknown, and unknown is not ok.
-		c.OK = ok != nil && *ok
-		if reason != nil {
-			c.Reason = *reason
-		}
-		checks = append(checks, c)
+	checks := make([]readinessCheck, 0, len(rows))
+	for _, c := range rows {
+		checks = append(checks, readinessCheck{Check: c.Check, OK: c.Ok, Reason: c.Reason})
 	}
-	return checks, rows.Err()
+	return checks, nil
 }
 
 var errNoPool = errors.New("no database pool")

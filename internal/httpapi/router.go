@@ -1,5 +1,3 @@
-// Package httpapi is Synchro's HTTP layer: routing, and the translation between
-// HTTP and the SQL entry points. It holds no sync logic of its own.
 package httpapi
 
 import (

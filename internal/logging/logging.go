@@ -1,6 +1,3 @@
-// Package logging is the one log format of Synchro's binaries (synchrod,
-// synchroctl, synchrobench): JSON lines (log/slog), durations as readable
-// strings ("170.3s", "29.98ms", "840µs") rather than nanoseconds.
 package logging
 
 import (

@@ -1,7 +1,3 @@
-// Package metrics exports Synchro's Prometheus metrics: capture lag, poison
-// state and readiness read from the database at scrape time, the worker's
-// batches, and HTTP requests per route and status. Every method is safe on a nil
-// *Metrics.
 package metrics
 
 import (
@@ -12,11 +8,12 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/synchro-sync/synchro/internal/db"
 )
 
 // Metrics holds the collectors of one synchrod process.
@@ -191,51 +188,38 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
-	var lagBytes, poison float64
-	var walStatus *string
-	var lagSeconds, safeWAL *float64 // NULL: commit lag unknown (no usable slot), no safe size
-	err := c.pool.QueryRow(ctx, `
-		SELECT coalesce(pg_current_wal_flush_lsn() - s.confirmed_flush_lsn, 0)::float8,
-		       extract(epoch FROM synchro.commit_lag(p.materialized_commit_time, p.caught_up_at,
-		                                             s.confirmed_flush_lsn, pg_current_wal_flush_lsn(), clock_timestamp()))::float8,
-		       (SELECT count(*) FROM synchro.poison_txn WHERE resolved_at IS NULL)::float8,
-		       s.wal_status, s.safe_wal_size::float8
-		FROM synchro.progress p
-		LEFT JOIN pg_replication_slots s ON s.slot_name = p.slot_name AND s.database = current_database()`).
-		Scan(&lagBytes, &lagSeconds, &poison, &walStatus, &safeWAL)
+	st, err := db.New(c.pool).GetCaptureState(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
-	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, lagBytes)
-	if lagSeconds != nil {
-		ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, *lagSeconds)
+	ch <- prometheus.MustNewConstMetric(lagBytesDesc, prometheus.GaugeValue, st.LagBytes)
+	if st.CommitLagKnown {
+		ch <- prometheus.MustNewConstMetric(lagSecondsDesc, prometheus.GaugeValue, st.CommitLagSeconds)
 	}
-	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, poison)
-	for _, st := range slotStatuses {
-		ch <- prometheus.MustNewConstMetric(slotStatusDesc, prometheus.GaugeValue, gauge(walStatus != nil && *walStatus == st), st)
+	ch <- prometheus.MustNewConstMetric(poisonDesc, prometheus.GaugeValue, st.Poison)
+	for _, status := range slotStatuses {
+		ch <- prometheus.MustNewConstMetric(slotStatusDesc, prometheus.GaugeValue, gauge(st.WalStatus.Valid && st.WalStatus.String == status), status)
 	}
-	if safeWAL != nil {
-		ch <- prometheus.MustNewConstMetric(slotSafeDesc, prometheus.GaugeValue, *safeWAL)
+	if st.SafeWalSize.Valid { // NULL: no safe size
+		ch <- prometheus.MustNewConstMetric(slotSafeDesc, prometheus.GaugeValue, float64(st.SafeWalSize.Int64))
 	}
 }
 
 // readiness reads every readiness check's outcome; none read is an error
 // (fail-closed, like synchro.is_ready).
 func readiness(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, error) {
-	rows, err := pool.Query(ctx, `SELECT "check", ok FROM synchro.readiness`)
+	checks, err := db.New(pool).ListReadiness(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]bool{}
-	var check string
-	var ok bool
-	if _, err := pgx.ForEachRow(rows, []any{&check, &ok}, func() error { out[check] = ok; return nil }); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
+	if len(checks) == 0 {
 		return nil, errors.New("synchro.readiness returned no checks")
+	}
+	out := map[string]bool{}
+	for _, c := range checks {
+		out[c.Check] = c.Ok
 	}
 	return out, nil
 }

@@ -1,6 +1,3 @@
-// Package strictjson checks that a JSON document means one thing to every
-// parser and fits what PostgreSQL's jsonb holds: request bodies of the sync
-// API and the payloads of JWTs are checked by it before they are decoded.
 package strictjson
 
 import (

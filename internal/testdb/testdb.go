@@ -1,6 +1,3 @@
-// Package testdb gives each test its own fully migrated database on the test
-// cluster that `make test` starts (SYNCHRO_TEST_DATABASE_URL). A test that cannot
-// get one fails; it never skips.
 package testdb
 
 import (

@@ -1,8 +1,3 @@
-// Package wire renders PostgreSQL values in Synchro's wire form: the typed JSON
-// of row images that pull delivers and push answers with (numbers, booleans,
-// JSON, RFC 3339 UTC timestamps, base64 bytes, else strings). Captured WAL
-// tuples and push's server rows are both rendered here, so one row state has one
-// rendering whichever path produced it.
 package wire
 
 import (
