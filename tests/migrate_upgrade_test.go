@@ -58,7 +58,8 @@ func TestMigrateUpgradeFromPreviousLayout(t *testing.T) {
 		t.Fatalf("Check after the upgrade: %v", err)
 	}
 	if got, want := bundleObjects(t, d), bundleObjects(t, testdb.New(t)); !slices.Equal(got, want) {
-		t.Fatalf("after the upgrade schema synchro holds\n%s\nbut a fresh install\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Fatalf("schema synchro after the upgrade and after a fresh install differ:\nonly upgraded: %q\nonly fresh: %q",
+			missingFrom(want, got), missingFrom(got, want))
 	}
 
 	d.Exec(t, `CREATE TABLE app.notes (id text PRIMARY KEY, owner_id text NOT NULL);
