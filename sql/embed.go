@@ -1,5 +1,6 @@
 // Package sqlfiles embeds Synchro's SQL: the goose migrations (schema/) and the
-// PL/pgSQL function bundle (functions/).
+// PL/pgSQL function bundle (functions/: one folder per area and
+// functions/load_order.txt, the order internal/migrate installs the folders in).
 package sqlfiles
 
 import (
@@ -10,7 +11,10 @@ import (
 //go:embed schema/*.sql
 var schema embed.FS
 
-//go:embed functions/*.sql
+// The whole tree, so that internal/migrate sees (and refuses) a file outside
+// the listed folders instead of leaving it out unnoticed.
+//
+//go:embed functions
 var functions embed.FS
 
 // Schema holds the goose migrations at its root.
@@ -22,7 +26,8 @@ func Schema() fs.FS {
 	return sub
 }
 
-// Functions holds the function bundle files at its root.
+// Functions holds the function bundle at its root: load_order.txt and the
+// folders it lists.
 func Functions() fs.FS {
 	sub, err := fs.Sub(functions, "functions")
 	if err != nil {

@@ -230,11 +230,11 @@ type refusal struct{ status, code, file string }
 
 type sqlOutcome struct{ status, code, file string }
 
-// sqlCodes reads sql/functions: every synchro.refuse(status, 'code', ...) and
+// sqlCodes reads sql/functions/*/*.sql: every synchro.refuse(status, 'code', ...) and
 // every push outcome built as 'status', '...'[, 'code', '...'].
 func sqlCodes(t *testing.T) ([]refusal, []sqlOutcome) {
 	t.Helper()
-	files, err := filepath.Glob("../sql/functions/*.sql")
+	files, err := filepath.Glob("../sql/functions/*/*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func sqlCodes(t *testing.T) ([]refusal, []sqlOutcome) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		base := filepath.Base(name)
+		base, _ := filepath.Rel("../sql/functions", name)
 		for _, m := range refuseRE.FindAllStringSubmatch(string(b), -1) {
 			refusals = append(refusals, refusal{m[1], m[2], base})
 		}

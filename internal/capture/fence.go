@@ -13,8 +13,8 @@ import (
 	"github.com/synchro-sync/synchro/internal/wire"
 )
 
-// Message prefixes emitted by sql/functions/fence.sql and
-// sql/functions/activate_registry_generation.sql.
+// Message prefixes emitted by sql/functions/capture/fence.sql and
+// sql/functions/registry/activate_registry_generation.sql.
 const (
 	FencePrefix    = "synchro.fence"
 	RegistryPrefix = "synchro.registry"

@@ -1,6 +1,7 @@
 // Package migrate installs Synchro's database objects: the goose migrations of
-// sql/schema, then the function bundle of sql/functions in one transaction, with
-// the bundle's digest recorded in synchro.function_bundle. It also checks that a
+// sql/schema, then the function bundle of sql/functions in one transaction (its
+// folders in the order of sql/functions/load_order.txt, bundle.go), with the
+// bundle's digest recorded in synchro.function_bundle. It also checks that a
 // database matches what this binary was built with.
 //
 // Rolling back is goose's down (docs/operations.md, "Migrations"). Down sections drop with
@@ -31,7 +32,7 @@ import (
 )
 
 // versionTable is where goose records applied migrations; the function bundle
-// triggers on it (sql/functions/forget_bundle.sql).
+// triggers on it (sql/functions/bundle/forget_bundle.sql).
 const versionTable = "synchro.goose_db_version"
 
 // Result says what Apply changed.
@@ -99,7 +100,7 @@ func ApplyDB(ctx context.Context, sqlDB *sql.DB, publication string, log *slog.L
 		return res, fmt.Errorf("read schema version: %w", err)
 	}
 
-	files, digest, err := bundle()
+	files, digest, err := bundle(sqlfiles.Functions())
 	if err != nil {
 		return res, err
 	}
@@ -124,42 +125,6 @@ func NewProvider(sqlDB *sql.DB) (*goose.Provider, error) {
 	}
 	return goose.NewProvider(goose.DialectPostgres, sqlDB, sqlfiles.Schema(),
 		goose.WithTableName(versionTable), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
-}
-
-type bundleFile struct {
-	name string
-	body string
-}
-
-// bundle returns the function files in name order and their digest.
-func bundle() ([]bundleFile, string, error) {
-	fsys := sqlfiles.Functions()
-	names, err := fs.Glob(fsys, "*.sql")
-	if err != nil {
-		return nil, "", err
-	}
-	sort.Strings(names)
-	h := sha256.New()
-	files := make([]bundleFile, 0, len(names))
-	for _, n := range names {
-		b, err := fs.ReadFile(fsys, n)
-		if err != nil {
-			return nil, "", err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
-		h.Write(b)
-		files = append(files, bundleFile{name: n, body: string(b)})
-	}
-	return files, hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// BundleDigest is the digest of the function bundle built into this binary.
-func BundleDigest() string {
-	_, d, err := bundle()
-	if err != nil {
-		panic(err)
-	}
-	return d
 }
 
 // installBundle applies every function file in one transaction when the recorded

@@ -1,27 +1,19 @@
 -- synchro.apply_mutation: applies one push mutation for client c (user_id, its
--- assigned scopes) inside its own savepoint and returns its outcome; a rejected
--- mutation writes nothing, never undoes another and holds no lock (its
--- savepoint is rolled back). It validates table, key and columns; locks the
--- live row; checks base_version (compare-and-swap on the
--- row's current opaque version) and the write policy (synchro.write_allowed)
--- before and after the write; and binds the fence the write fires to the client
--- and mutation (settings synchro.client_id / synchro.mutation_id). It writes no
--- pull-visible effect (docs/change-stream.md). Outcome statuses: applied; conflict
--- (version_conflict, with the current server_version and server_row; an update
--- or delete of a row outside the user's scopes is answered exactly as one of a
--- missing row); rejected
--- (policy_rejected, validation_failed, table_not_synced; constraints declared
--- INITIALLY DEFERRED are checked within the mutation, so they reject it alone);
--- retry (server_retryable: lock timeout, deadlock, serialization failure, an
--- insert that lost a race with a concurrent insert of the key). A table
--- that no longer matches its registration refuses the whole push (503
--- not_ready). A write whose own scopes, or those of the rows that other
--- tables' rules read it for, materialization could not evaluate or store (a
--- rule error, a scope id longer than synchro.max_scope_bytes) is
--- validation_failed (synchro.materializable_scopes: it would block capture).
--- Messages name a column or constraint, never a value. A value whose
--- JSON type is not its column's wire form (synchro.wire_type_error) is
--- validation_failed, never coerced.
+-- assigned scopes) in its own savepoint and returns its outcome; a rejected
+-- mutation writes nothing, undoes no other and holds no lock. It validates table,
+-- key and columns (a JSON value not in its column's wire form is
+-- validation_failed, never coerced: synchro.wire_type_error), locks the live row,
+-- checks base_version (compare-and-swap on the row's opaque version) and the
+-- write policy (synchro.write_allowed) before and after the write, checks what
+-- materialization will evaluate (synchro.materializable_scopes), and binds the
+-- fence to the client and mutation (synchro.client_id / synchro.mutation_id).
+-- Outcomes: applied; conflict (version_conflict with server_version and
+-- server_row; a row outside the user's scopes answers as a missing one);
+-- rejected (policy_rejected, validation_failed, table_not_synced; deferred
+-- constraints are checked within the mutation); retry (server_retryable: lock
+-- timeout, deadlock, serialization failure, an insert that lost a race). A table
+-- that no longer matches its registration refuses the whole push (503 not_ready).
+-- Messages name a column or constraint, never a value. No pull-visible effect.
 CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text, m jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql

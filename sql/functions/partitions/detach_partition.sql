@@ -1,22 +1,15 @@
 -- synchro.detach_partition: detaches part, a recorded partition (at any level)
 -- of a registered partitioned relation that is in its tree now
--- (synchro.partition_relation) and holds no rows, and releases it: its
--- records in synchro.relation_partition and its guards go, so that neither
--- the detached table nor a later DROP TABLE of it is relation drift.
--- Detaching or dropping a partition any other way takes its rows out of the
--- registered relation without a row event, which synchro.catalog_drift
--- reports and which blocks capture (docs/change-stream.md, "Registry activation and
--- relation drift").
--- It refuses (55000) a partition that holds rows: delete them first, each
--- delete passes a fence and clients see the rows go. The partition stays
--- locked (ACCESS EXCLUSIVE) from the emptiness check to the end of the
--- transaction, so no row can enter it in between; the check reads a snapshot
--- taken after the lock, so it refuses (25000) to run in a REPEATABLE READ or
--- SERIALIZABLE transaction, whose snapshot may predate the lock, and it sees
--- every row whatever row security policies say (row_security off: a policy
--- that would hide rows makes it fail, 42501). It refuses (42809) a table that
--- is not a recorded partition in its registered relation's tree now, and
--- changes nothing when it refuses.
+-- (synchro.partition_relation) and holds no rows, and releases it: its records
+-- in synchro.relation_partition and its guards go, so that neither the detached
+-- table nor a later DROP TABLE of it is relation drift (detached any other way,
+-- it is: synchro.catalog_drift). It refuses, changing nothing: a partition that
+-- holds rows (55000: delete them first, through the fence); a REPEATABLE READ or
+-- SERIALIZABLE transaction (25000: the emptiness check reads a snapshot taken
+-- after the ACCESS EXCLUSIVE lock it holds to the end of the transaction); a row
+-- security policy that would hide rows (42501: it reads with row_security off);
+-- a table that is not a recorded partition in its relation's tree now (42809).
+-- Why: docs/decisions.md, "Relation drift the stream cannot show" (Partitions).
 CREATE OR REPLACE FUNCTION synchro.detach_partition(part regclass)
 RETURNS void
 LANGUAGE plpgsql

@@ -1,29 +1,15 @@
--- synchro.check_rule_query: checks that a custom scope-rule query parses and plans
--- as one query (a single statement) taking one jsonb parameter ($1, a projected
--- row image), and that it reads only projections of the relations in readable
--- (the rule's own relation and those its "impacts" declare), through
--- synchro.projected(relation), besides the system catalogs:
--- materialization evaluates rules over projections as of each transaction
--- (synchro.projected), never over live rows, which may already hold later
--- changes (docs/change-stream.md, "Membership evaluation"), and re-evaluates a synced row only
--- when a relation its rule declares changes, so a read of any other relation's
--- projection would leave memberships stale. It runs the query with LIMIT 0, so
--- it reads nothing and, being a subquery, cannot write; the tables it would scan
--- and the synchro.projected calls it would make come from its generic plan (a
--- plan for one parameter value may fold a scan away). The query must also parse
--- on its own and may end in a -- comment: every statement that embeds it
--- (here, synchro.scopes_by_lookup, synchro.impacted_keys) ends its text on its
--- own line, so neither a comment nor a parenthesis of the query closes the
--- embedding statement's text. A synchro.projected call
--- must name its relation with a constant; Synchro's own tables and other
--- functions may not be read. A table read inside a function the query calls
--- (other than an inlined SQL function) would not be seen, so every other function
--- the plan calls must be IMMUTABLE (declared to read no table), or built in and not
--- VOLATILE (a volatile one, random() or nextval(), would also give another answer
--- when a transaction is materialized again). Built-in stable functions that run
--- queries of their own (table_to_xml and the like) are not told apart.
--- It returns whether the query reads rel's own projection (materialization then
--- evaluates each transaction that changes rel on its own, synchro.rule_read).
+-- synchro.check_rule_query: refuses a custom scope-rule query unless it parses
+-- and plans as one statement taking one jsonb parameter ($1, a projected row
+-- image) and reads, besides the system catalogs, only projections of the
+-- relations in readable (the rule's own relation and those its "impacts"
+-- declare), through synchro.projected(relation) calls naming a constant
+-- relation. It checks the generic plan of the query run with LIMIT 0 (reading
+-- and writing nothing); Synchro's own tables and other synchro functions are
+-- refused, and every other function the plan calls must be IMMUTABLE, or built
+-- in and not VOLATILE. The query must parse on its own and may end in a --
+-- comment (every statement embedding it ends its text on its own line).
+-- Returns whether the query reads rel's own projection (synchro.rule_read).
+-- Why: docs/decisions.md, "What an sql rule may read".
 DROP FUNCTION IF EXISTS synchro.check_rule_query(text, oid, text);
 DROP FUNCTION IF EXISTS synchro.check_rule_query(text, oid, text, oid[]);
 CREATE OR REPLACE FUNCTION synchro.check_rule_query(query text, rel oid, context text, readable oid[])

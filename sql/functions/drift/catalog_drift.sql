@@ -1,42 +1,17 @@
--- synchro.catalog_drift: the registered relations whose relation drift no decoded
--- transaction can show, each with its first such problem (bounded text, no row
--- data): the relation was dropped (writes to a table recreated under its name
--- never reach the stream), a registered column was dropped and added again
--- under its name and type (the values it held are gone without a row event),
--- a recorded partition left the partition tree (detached or dropped: its rows
--- left the relation without row events; synchro.detach_partition releases an
--- empty one first), a recorded partition's truncate guard is missing, disabled
--- or not ENABLE ALWAYS (pgoutput never sends a partition's TRUNCATE, so the
--- guard is all that stops one; synchro.guard_partitions restores it), a
--- recorded partition's guards changed since recorded (disabled and enabled
--- again, dropped and created again, also restored by guard_partitions: a
--- TRUNCATE, or a write while the partition was detached, may have gone through
--- in between; synchro.accept_partition_guards attests that none did), a registered column that may have been rewritten in
--- place by ALTER COLUMN ... TYPE ... USING that kept its type (its
--- pg_attribute row and its table's storage both changed since
--- synchro.record_storage recorded them: its values may have changed without
--- row events; synchro.accept_rewrite attests that every changed row was
--- written again, or that clients may keep stale values), a recorded value of a
--- registered column's enum type renamed (ALTER TYPE ... RENAME VALUE changed
--- the rows holding it without row events; the same call records the labels
--- again), a row materialized with a label its enum type no longer has
--- (synchro.record_decoded_enum_labels: renamed after the row was written,
--- before anything recorded the value, or while the row waited to be
--- materialized), an inheritance child of a registered plain table (CREATE
--- TABLE ... INHERITS, ALTER TABLE ... INHERIT: its rows are read through the table but
--- no fence fires for them and nothing publishes them; NO INHERIT or dropping
--- the child repairs it), a recorded partition made unlogged (ALTER TABLE ...
--- SET UNLOGGED: its rows no longer reach WAL, so synchro.fence refuses writes
--- to it, and a crash would empty it without row events; SET LOGGED repairs it,
--- though not a crash in between; PostgreSQL refuses SET UNLOGGED on the
--- registered table itself, a publication member),
--- or a partition's replica identity is not DEFAULT (pgoutput
--- describes a partition's rows by the partitioned root). The worker blocks capture while
--- any exists; readiness reports them as registry drift (docs/change-stream.md, "Registry
--- activation and relation drift"). Drift that decoded transactions show (a
--- rename, a schema move, a key or replica identity change of the relation, a
--- registered column renamed, dropped or of another type) blocks the stream at
--- the first such transaction instead.
+-- synchro.catalog_drift: the registered relations with relation drift no decoded
+-- transaction can show, each with its first problem (bounded text, no row data):
+-- the relation dropped; a registered column dropped and added again; a recorded
+-- partition out of the tree, unlogged, with a replica identity other than
+-- DEFAULT, or whose truncate guard is missing, not ENABLE ALWAYS or changed since
+-- recorded (synchro.accept_partition_guards); a registered column rewritten in
+-- place (its pg_attribute row and its table's storage both changed since
+-- synchro.record_storage; synchro.accept_rewrite); a recorded enum label renamed
+-- or a materialized label gone (synchro.record_decoded_enum_labels); an
+-- inheritance child of a registered plain table. The worker blocks capture while
+-- any exists and readiness reports registry drift (docs/change-stream.md,
+-- "Registry activation and relation drift"); drift a decoded transaction shows
+-- blocks at that transaction instead. Why each case is drift and how it is
+-- repaired: docs/decisions.md, "Relation drift the stream cannot show".
 CREATE OR REPLACE FUNCTION synchro.catalog_drift()
 RETURNS TABLE (relation_id bigint, relation text, problem text)
 LANGUAGE plpgsql STABLE

@@ -1,32 +1,17 @@
 -- synchro.guard_partitions: installs the synchro_truncate_guard (BEFORE TRUNCATE)
--- and synchro_partition_guard (BEFORE INSERT/UPDATE/DELETE, see
--- synchro.partition_guard) statement triggers on every partition, at any
--- level, of the registered partitioned relation rid (by default: of every
--- one) that lacks them, makes every such guard fire in every session (ENABLE
--- ALWAYS: also with session_replication_role = replica, as in a subscription's
--- apply worker), records every such partition in synchro.relation_partition
--- (one that later leaves the tree without synchro.detach_partition is relation
--- drift: synchro.catalog_drift) with the fingerprint of its guards
--- (synchro.partition_guards) when it records it, and returns how many triggers
--- it installed or enabled. PostgreSQL clones row triggers onto new partitions but not statement
--- triggers, and with publish_via_partition_root the TRUNCATE of a single
--- partition is not decoded at all: without this guard it would empty the
--- partition unseen (docs/change-stream.md, "TRUNCATE and replica identity"). So the fence
--- refuses writes into a partition not recorded here, and capture blocks while
--- a recorded partition's truncate guard does not fire in every session
--- (synchro.catalog_drift), or once its guards changed since they were recorded
--- (disabled and enabled again, dropped and created again, also by this call
--- restoring them): it attests nothing about a partition recorded before, so
--- that calling it after adding a partition cannot pass over a TRUNCATE of
--- another; synchro.accept_partition_guards is the explicit attestation.
--- Registration calls it for the relation it registers; after creating or
--- attaching a partition, whoever registers tables calls it in the same migration
--- (readiness reports the partition's missing guard, and the fence refuses writes
--- into it, until then). Rows an attached table already holds are captured only
--- when next written. It refuses (42P16, before installing anything) while such
--- a tree holds an unlogged partition: its rows never reach WAL, so a fence
--- there would wait for a row event that never comes; the fence keeps refusing
--- writes into it.
+-- and synchro_partition_guard (BEFORE INSERT/UPDATE/DELETE, synchro.partition_guard)
+-- statement triggers, ENABLE ALWAYS, on every partition at any level of the
+-- registered partitioned relation rid (default: of every one) that lacks them,
+-- records each such partition in synchro.relation_partition with the
+-- fingerprint of its guards (synchro.partition_guards), and returns how many
+-- triggers it installed or enabled. It attests nothing about a partition
+-- recorded before (changed guards stay drift until
+-- synchro.accept_partition_guards). Registration calls it; after creating or
+-- attaching a partition, whoever registers tables calls it in the same
+-- migration (until then the fence refuses writes into the partition and
+-- readiness reports it). Refuses (42P16, installing nothing) while the tree
+-- holds an unlogged partition. Why: docs/decisions.md, "Relation drift the
+-- stream cannot show" (Partitions).
 DROP FUNCTION IF EXISTS synchro.guard_partitions();
 CREATE OR REPLACE FUNCTION synchro.guard_partitions(rid bigint DEFAULT NULL)
 RETURNS integer

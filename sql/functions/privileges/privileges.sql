@@ -1,7 +1,8 @@
--- Privileges of the function bundle, applied after every function: nothing in the
--- synchro schema is executable by PUBLIC. Operator functions and views belong to
--- synchro_operator; the HTTP service role (synchro_service) gets only what its
--- entry points grant it. Fence and guard triggers fire regardless of EXECUTE.
+-- Privileges of the function bundle, applied after every other folder (last in
+-- load_order.txt): nothing in the synchro schema is executable by PUBLIC.
+-- Operator functions and views belong to synchro_operator; the HTTP service
+-- role (synchro_service) gets only what its entry points grant it. Fence and
+-- guard triggers fire regardless of EXECUTE.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA synchro FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION synchro.retry_poison(bigint) TO synchro_operator;
 GRANT SELECT ON synchro.poison TO synchro_operator;

@@ -1,26 +1,18 @@
 -- synchro.push: POST /sync/push (docs/protocol.md) for user_id. Applies the
 -- mutations in request order, each through synchro.apply_mutation in its own
--- savepoint, with idempotency by (client_id, mutation_id): the outcome is recorded
--- in the same transaction as the write, and a replayed mutation (also one sent
--- concurrently, which waits for the first) returns the recorded outcome and writes
--- nothing again; when that wait times out or deadlocks, the mutation is answered
--- server_retryable. A mutation whose contents (table, op, pk, columns,
--- base_version) differ from those recorded under its mutation_id is rejected
--- (validation_failed) and writes nothing: it is another change, which the recorded
--- outcome does not describe. server_retryable outcomes are not recorded, so a retry applies.
--- Request-level failures (unknown or foreign client, stale schema) refuse the
--- whole request, and so does a database whose capture stream the worker has not
--- started yet (503 not_ready): a write committed before the stream's start is
--- never decoded, so its fence would never be materialized and the client's
--- pulls would wait on it for good. Authoritative writes and fences only: no
--- pull-visible effect.
--- server_row_text fields are rendered to server_row by the HTTP layer. The
--- answer carries them for applied outcomes up to row_bytes of text in all
--- (always the first one): the later applied outcomes carry server_row_omitted
--- instead, their rows reach the client by pull (conflicts and rejections keep
--- theirs). An applied outcome whose row text is over 64 KiB is recorded with
--- server_row_omitted instead of the row, so a replay answers it so: recording a
--- large row would write it to the WAL again for a small update.
+-- savepoint, idempotent by (client_id, mutation_id): the outcome is recorded in
+-- the write's transaction, and a replay (also a concurrent one, which waits for
+-- the first; server_retryable when that wait times out or deadlocks) returns it
+-- and writes nothing again. A mutation whose contents differ from those recorded
+-- under its mutation_id is validation_failed. server_retryable outcomes are not
+-- recorded. An unknown or foreign client, a stale schema, or a stream the worker
+-- has not started (503 not_ready: a write before it would never be decoded)
+-- refuses the whole request. Writes and fences only, no pull-visible effect.
+-- Applied outcomes carry server_row_text (rendered by the HTTP layer) up to
+-- row_bytes in all (always the first), later ones server_row_omitted; the
+-- outcome recorded for replays omits a row over 64 KiB the same way
+-- (docs/decisions.md, "Bounded pages and push answers"). Conflicts and
+-- rejections keep their rows.
 DROP FUNCTION IF EXISTS synchro.push(text, jsonb);
 CREATE OR REPLACE FUNCTION synchro.push(user_id text, request jsonb, row_bytes bigint)
 RETURNS jsonb

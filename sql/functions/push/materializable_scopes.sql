@@ -3,25 +3,16 @@
 -- for an insert's before and a delete's after), that the scope rules
 -- materialization will evaluate for it evaluate without error and give no scope
 -- id longer than synchro.max_scope_bytes(), and returns the row's scopes after
--- the write (none for a delete). Otherwise it raises SQLSTATE SYCAP with a
--- message naming the synced table whose rule fails, never a value, and push
--- rejects the mutation alone (validation_failed): materialized, such a
--- transaction would be poison and stop capture for every client.
---
--- It evaluates what materialization evaluates at the push's commit: the row's
--- own rule over its new image, and, for every synced table whose rule reads t
--- (synchro.rule_read; none for most tables, which pay for their own row only),
--- the impact of the change (synchro.impacted_rows over both images) and the
--- rule of every impacted row. It
--- evaluates over the live rows the push's transaction sees, the mutation and
--- the push's earlier ones included, where materialization reads projections:
--- path and members rules look rows up live, and the setting synchro.rule_reads
--- makes sql rules' synchro.projected read live rows too. Errors that make
--- materialization retry rather than quarantine (connection, serialization,
--- deadlock, lock timeout, resources, cancellation) pass through unchanged.
--- What it cannot see (transactions that commit between the check and the
--- push's commit; live rows render some types unlike captured images) is the
--- window docs/registration.md describes ("A push does not block capture").
+-- the write (none for a delete). Otherwise it raises SQLSTATE SYCAP naming the
+-- synced table whose rule fails, never a value, and push rejects the mutation
+-- alone (validation_failed). It evaluates the row's own rule and, for every
+-- synced table whose rule reads t (synchro.rule_read), the impacted rows
+-- (synchro.impacted_rows) and their rules, over the live rows the push's
+-- transaction sees (synchro.rule_reads = 'live'). Errors that make
+-- materialization retry (connection, serialization, deadlock, lock timeout,
+-- resources, cancellation) pass through unchanged. Why, and the window it
+-- cannot see: docs/decisions.md, "A push does not block capture", and
+-- docs/registration.md.
 CREATE OR REPLACE FUNCTION synchro.materializable_scopes(t synchro.synced_table, key text, before jsonb, after jsonb)
 RETURNS text[]
 LANGUAGE plpgsql
