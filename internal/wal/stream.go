@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/dberr"
 )
 
 // stream is one streaming session over the replication connection.
@@ -536,16 +537,15 @@ func (s *stream) materialize(ctx context.Context, txns []batchTxn) (int, *matFai
 			if !poisonable(err) {
 				return i, nil, err
 			}
-			var pgErr *pgconn.PgError
-			errors.As(err, &pgErr)
-			rel, err := s.failingRelation(ctx, txns[i], pgErr.Code)
+			code := dberr.SQLState(err)
+			rel, err := s.failingRelation(ctx, txns[i], code)
 			if err != nil {
 				return i, nil, err
 			}
 			s.w.cfg.Log.Error("materialization failed", "worker", s.w.cfg.WorkerID, "commit_lsn", txns[i].CommitLSN.String(),
-				"sqlstate", pgErr.Code, "relation_id", rel)
+				"sqlstate", code, "relation_id", rel)
 			f := &matFailure{failure: &capture.Failure{Class: capture.ClassMaterialize, Detail: "materialization failed",
-				RelationID: rel}, sqlstate: pgErr.Code}
+				RelationID: rel}, sqlstate: code}
 			return i, f, nil
 		}
 	}
@@ -582,14 +582,13 @@ func (s *stream) failingRelation(ctx context.Context, txn batchTxn, sqlstate str
 		}
 		sub.Applied = len(sub.Events)
 		err := s.materializeCall(ctx, []batchTxn{sub}, false)
-		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
 			return false, nil
 		case !poisonable(err):
 			return false, err
 		default:
-			return errors.As(err, &pgErr) && pgErr.Code == sqlstate, nil
+			return dberr.SQLState(err) == sqlstate, nil
 		}
 	}
 	if len(order) == 0 {
@@ -641,25 +640,10 @@ func (s *stream) materializeCall(ctx context.Context, txns []batchTxn, commit bo
 	return tx.Commit(ctx)
 }
 
-// poisonable tells a failure of the transaction itself from a passing one
-// (connection, resources, serialization, shutdown, cancellation, lock_timeout,
-// a session or transaction timeout), which only restarts the session: a retry
-// of the same transaction may pass.
-func poisonable(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	switch pgErr.Code[:2] {
-	case "08", "40", "53", "57", "58":
-		return false
-	}
-	switch pgErr.Code {
-	case "55P03", "25P03", "25P04": // lock_not_available, idle_in_transaction_session_timeout, transaction_timeout
-		return false
-	}
-	return true
-}
+// poisonable tells a failure of the transaction itself (a permanent or poison
+// error: it fails again) from a transient one, which only restarts the
+// session: a retry of the same transaction may pass.
+func poisonable(err error) bool { return dberr.Classify(err) != dberr.Transient }
 
 // acknowledge advances the slot to a processed boundary already recorded, waits
 // until the slot has taken it, then records the acknowledgement. Recording
@@ -776,8 +760,7 @@ func (s *stream) idleAck(ctx context.Context) error {
 	// it has not reached. Like the acknowledgement, it waits for the progress row.
 	s.w.cfg.Log.Debug("idle acknowledgement", "worker", s.w.cfg.WorkerID, "target", target.String())
 	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_processed($1::pg_lsn, $2)`, target.String(), s.idleTargetAt); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55000" {
+		if dberr.Classify(err) == dberr.Permanent {
 			s.w.cfg.Log.Debug("idle acknowledgement withheld: a poison transaction is unresolved", "worker", s.w.cfg.WorkerID)
 			return nil
 		}
