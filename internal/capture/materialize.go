@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/dberr"
 )
 
@@ -30,8 +31,7 @@ func NewMaterializer(ctx context.Context, pool *pgxpool.Pool) (*Materializer, er
 	// as a batch takes (a batch cancelled by statement_timeout would be received
 	// and cancelled again), and reads each statement under a fresh snapshot
 	// (synchro.await_visible waits for decoded transactions to become visible).
-	if _, err := conn.Exec(ctx, `SELECT set_config('client_connection_check_interval', '1000', false),
-		synchro.lift_timeouts(false), set_config('default_transaction_isolation', 'read committed', false)`); err != nil {
+	if err := db.New(conn).SetupMaterialization(ctx); err != nil {
 		conn.Release()
 		return nil, err
 	}
@@ -156,13 +156,14 @@ func (m *Materializer) call(ctx context.Context, txns []Prepared, commit bool) e
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit; after a failure the session's next statement reports the connection's state
-	if _, err := tx.Exec(ctx, `SELECT synchro.materialize_scratch()`); err != nil {
+	q := db.New(tx)
+	if err := q.MaterializeScratch(ctx); err != nil {
 		return err
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", "synchro_seg_event"}, eventColumns, &eventRows{txns: txns}); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `SELECT synchro.materialize_transaction($1::jsonb)`, body); err != nil {
+	if err := q.MaterializeTransaction(ctx, body); err != nil {
 		return err
 	}
 	if !commit {

@@ -107,3 +107,31 @@ func (q *Queries) LoadRegistry(ctx context.Context) ([]LoadRegistryRow, error) {
 	}
 	return items, nil
 }
+
+const materializeScratch = `-- name: MaterializeScratch :exec
+SELECT synchro.materialize_scratch()
+`
+
+func (q *Queries) MaterializeScratch(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, materializeScratch)
+	return err
+}
+
+const materializeTransaction = `-- name: MaterializeTransaction :exec
+SELECT synchro.materialize_transaction($1::jsonb)
+`
+
+func (q *Queries) MaterializeTransaction(ctx context.Context, batch []byte) error {
+	_, err := q.db.Exec(ctx, materializeTransaction, batch)
+	return err
+}
+
+const setupMaterialization = `-- name: SetupMaterialization :exec
+SELECT set_config('client_connection_check_interval', '1000', false),
+       synchro.lift_timeouts(false), set_config('default_transaction_isolation', 'read committed', false)
+`
+
+func (q *Queries) SetupMaterialization(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, setupMaterialization)
+	return err
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/dberr"
 )
 
@@ -82,11 +83,18 @@ func (s *stream) acknowledge(ctx context.Context, boundary pglogrepl.LSN) error 
 	if err := s.w.step(StepSlotAdvanced); err != nil {
 		return err
 	}
-	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, boundary.String()); err != nil {
+	if err := s.w.recordAcknowledgement(ctx, boundary); err != nil {
 		return err
 	}
 	s.ack = boundary
 	return s.w.step(StepAcknowledged)
+}
+
+// recordAcknowledgement records the slot's position as the durable
+// acknowledgement (synchro.record_acknowledgement), waiting for the progress
+// row as materialization does (untimed).
+func (w *Worker) recordAcknowledgement(ctx context.Context, lsn pglogrepl.LSN) error {
+	return w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, lsn.String())
 }
 
 func (s *stream) sendStatus(ctx context.Context, pos pglogrepl.LSN, reply bool) error {
@@ -120,12 +128,11 @@ func (s *stream) maybeIdle(ctx context.Context) error {
 	if s.idleTarget != 0 || len(s.batch) > 0 || s.inflight != nil || s.asm.Open() != nil || time.Since(s.lastData) < s.w.cfg.IdleAckInterval {
 		return nil
 	}
-	var flush string
-	var readAt time.Time
-	if err := s.w.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text, clock_timestamp()`).Scan(&flush, &readAt); err != nil {
+	flush, err := db.New(s.w.pool).CurrentFlushLSN(ctx)
+	if err != nil {
 		return err
 	}
-	target, err := pglogrepl.ParseLSN(flush)
+	target, err := pglogrepl.ParseLSN(flush.FlushLsn)
 	if err != nil {
 		return err
 	}
@@ -133,7 +140,7 @@ func (s *stream) maybeIdle(ctx context.Context) error {
 	if target <= s.ack {
 		return nil
 	}
-	s.idleTarget, s.idleTargetAt = target, readAt
+	s.idleTarget, s.idleTargetAt = target, flush.ReadAt.Time
 	return s.sendStatus(ctx, s.ack, true)
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/db"
 )
 
 // flushIfDue hands the buffered transactions to materialization when the batch
@@ -218,8 +219,8 @@ func (s *stream) reportCatchUp(ctx context.Context, b *inflight, n int) error {
 		return nil
 	}
 	pos := b.Txns[n-1].EndLSN.String()
-	var behind int64
-	if err := w.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, pos).Scan(&behind); err != nil {
+	behind, err := db.New(w.pool).WALBehind(ctx, pos)
+	if err != nil {
 		return fmt.Errorf("read WAL position: %w", err)
 	}
 	done := c.txns - c.logTxns

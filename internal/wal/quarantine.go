@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/db"
 )
 
 // decodeFailure quarantines the transaction being assembled when a message
@@ -29,14 +32,6 @@ func (s *stream) decodeFailure(ctx context.Context, err error) error {
 
 // quarantine writes the redacted poison record and blocks the stream before txn.
 func (s *stream) quarantine(ctx context.Context, txn *capture.Txn, f *capture.Failure, sqlstate string) error {
-	var rel *int64
-	if f.RelationID != 0 {
-		rel = &f.RelationID
-	}
-	var state *string
-	if sqlstate != "" {
-		state = &sqlstate
-	}
 	// Blocked, and the heartbeat row saying so, before the record is durable:
 	// no heartbeat may report streaming once it is (the session's end would set
 	// the state only later, and a periodic heartbeat may have read the state
@@ -45,9 +40,9 @@ func (s *stream) quarantine(ctx context.Context, txn *capture.Txn, f *capture.Fa
 	if err := s.w.recordHeartbeat(ctx); err != nil {
 		return fmt.Errorf("record heartbeat before the poison record: %w", err)
 	}
-	var id int64
-	err := s.w.pool.QueryRow(ctx, `SELECT synchro.quarantine($1::pg_lsn, $2::pg_lsn, $3, $4, $5, $6)`,
-		txn.CommitLSN.String(), txn.EndLSN.String(), int64(txn.Xid), f.Class, state, rel).Scan(&id)
+	id, err := db.New(s.w.pool).Quarantine(ctx, db.QuarantineParams{CommitLsn: txn.CommitLSN.String(), EndLsn: txn.EndLSN.String(),
+		Xid: int64(txn.Xid), Class: f.Class, Sqlstate: pgtype.Text{String: sqlstate, Valid: sqlstate != ""},
+		RelationID: pgtype.Int8{Int64: f.RelationID, Valid: f.RelationID != 0}})
 	if err != nil {
 		return fmt.Errorf("record poison: %w", err)
 	}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/synchro-sync/synchro/internal/db"
 )
 
 // ensureStream starts the first stream generation when there is none: the slot is
@@ -18,8 +19,8 @@ import (
 // one every position check reads: a worker started with another --slot is
 // blocked before it reads any WAL (a stream reset is what switches the slot).
 func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
-	var active string
-	err := w.pool.QueryRow(ctx, `SELECT slot_name FROM synchro.progress`).Scan(&active)
+	q := db.New(w.pool)
+	active, err := q.GetActiveSlot(ctx)
 	switch {
 	case err == nil && active != w.cfg.Slot:
 		return fmt.Errorf("%w: the active stream's slot is %s (synchro.progress), but this worker was started with --slot %s: start it with --slot %s",
@@ -45,8 +46,8 @@ func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	var created time.Time
-	if err := w.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&created); err != nil {
+	created, err := q.ClockTimestamp(ctx)
+	if err != nil {
 		return err
 	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, w.cfg.Slot, "pgoutput",
@@ -54,7 +55,7 @@ func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 	if err != nil {
 		return fmt.Errorf("create slot %s: %w", w.cfg.Slot, err)
 	}
-	if _, err := w.pool.Exec(ctx, `SELECT synchro.start_stream($1, $2::pg_lsn, $3)`, w.cfg.Slot, res.ConsistentPoint, created); err != nil {
+	if err := q.StartStream(ctx, db.StartStreamParams{SlotName: w.cfg.Slot, GenerationStart: res.ConsistentPoint, CreatedAt: created}); err != nil {
 		return err
 	}
 	w.cfg.Log.Info("stream generation started", "worker", w.cfg.WorkerID, "slot", w.cfg.Slot, "generation_start", res.ConsistentPoint)
@@ -122,14 +123,14 @@ func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	case p.slot < p.ack:
 		// The slot advance did not survive a crash: every transaction up to the
 		// acknowledgement is durable, so advancing skips and replays nothing.
-		if _, err := w.pool.Exec(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn)`, w.cfg.Slot, p.ack.String()); err != nil {
+		if err := db.New(w.pool).AdvanceSlot(ctx, db.AdvanceSlotParams{SlotName: w.cfg.Slot, Position: p.ack.String()}); err != nil {
 			return 0, fmt.Errorf("advance slot to acknowledgement: %w", err)
 		}
 		w.cfg.Log.Info("slot advanced to durable acknowledgement", "worker", w.cfg.WorkerID, "from", p.slot, "to", p.ack)
 	case p.slot > p.ack:
 		// The crash came after the slot advance and before the acknowledgement
 		// record; everything before the slot position is durable.
-		if err := w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, p.slot.String()); err != nil {
+		if err := w.recordAcknowledgement(ctx, p.slot); err != nil {
 			return 0, err
 		}
 		w.cfg.Log.Info("acknowledgement adopted from slot", "worker", w.cfg.WorkerID, "from", p.ack, "to", p.slot)

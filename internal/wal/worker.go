@@ -10,8 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/metrics"
 )
 
@@ -278,11 +280,8 @@ func (w *Worker) recordStopped() {
 func (w *Worker) recordHeartbeat(ctx context.Context) error {
 	w.hbMu.Lock()
 	defer w.hbMu.Unlock()
-	_, err := w.pool.Exec(ctx, `
-		SELECT synchro.record_heartbeat($1, $2, $3, $4, p.registry_generation, p.materialized_commit_lsn, p.materialized_end_lsn)
-		FROM (SELECT NULL) x LEFT JOIN synchro.progress p ON true`,
-		w.cfg.WorkerID, w.getState(), w.started, w.cfg.Slot)
-	return err
+	return db.New(w.pool).RecordHeartbeat(ctx, db.RecordHeartbeatParams{WorkerID: w.cfg.WorkerID, State: w.getState(),
+		StartedAt: pgtype.Timestamptz{Time: w.started, Valid: true}, SlotName: w.cfg.Slot})
 }
 
 // untimed runs one statement on a pool connection after
@@ -319,8 +318,8 @@ func (w *Worker) session(ctx context.Context) error {
 		return err
 	}
 	defer lockConn.Release()
-	var locked bool
-	if err := lockConn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('synchro.worker'))`).Scan(&locked); err != nil {
+	locked, err := db.New(lockConn).TryWorkerLock(ctx)
+	if err != nil {
 		return err
 	}
 	if !locked {
@@ -329,7 +328,7 @@ func (w *Worker) session(ctx context.Context) error {
 	if prev := w.getState(); prev != "blocked" && prev != "retrying" {
 		w.cfg.Log.Info("worker role acquired", "worker", w.cfg.WorkerID, "previous_state", prev)
 	}
-	defer lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('synchro.worker'))`) //nolint:errcheck
+	defer db.New(lockConn).WorkerUnlock(context.Background()) //nolint:errcheck
 
 	if err := w.checkPublication(ctx); err != nil {
 		return err
@@ -390,8 +389,8 @@ func (w *Worker) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
 // it, so a worker streaming another would never decode the rows of a relation
 // registered later.
 func (w *Worker) checkPublication(ctx context.Context) error {
-	var recorded string
-	if err := w.pool.QueryRow(ctx, `SELECT coalesce(publication_name, '') FROM synchro.settings`).Scan(&recorded); err != nil {
+	recorded, err := db.New(w.pool).GetCapturePublication(ctx)
+	if err != nil {
 		return err
 	}
 	if recorded != w.cfg.Publication {
@@ -404,9 +403,7 @@ func (w *Worker) checkPublication(ctx context.Context) error {
 // poisonBlocks reports whether a poison transaction blocks the stream: it does
 // until an operator requests its retry.
 func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
-	var blocked bool
-	err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.poison_txn WHERE resolved_at IS NULL AND retry_requested_at IS NULL)`).Scan(&blocked)
-	return blocked, err
+	return db.New(w.pool).PoisonBlocks(ctx)
 }
 
 // catalogDrift blocks capture (errBlocked) while a registered relation has drift

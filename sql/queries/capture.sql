@@ -20,3 +20,13 @@ FROM synchro.progress;
 
 -- name: AwaitVisible :exec
 SELECT synchro.await_visible(@xids::bigint[]);
+
+-- name: SetupMaterialization :exec
+SELECT set_config('client_connection_check_interval', '1000', false),
+       synchro.lift_timeouts(false), set_config('default_transaction_isolation', 'read committed', false);
+
+-- name: MaterializeScratch :exec
+SELECT synchro.materialize_scratch();
+
+-- name: MaterializeTransaction :exec
+SELECT synchro.materialize_transaction(@batch::jsonb);
