@@ -1060,7 +1060,7 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 	// A transaction behind the high-watermark that is not durable is refused,
 	// and the batch changes nothing.
 	before = state()
-	_, err := d.Pool.Exec(context.Background(), `SELECT synchro.materialize_transaction(jsonb_build_array(
+	_, err := d.Pool.Exec(context.Background(), `SELECT synchro.materialize_scratch(); SELECT synchro.materialize_transaction(jsonb_build_array(
 		jsonb_build_object('commit_lsn', '1/0', 'end_lsn', '1/10', 'xid', 3, 'commit_time', now(),
 		                   'event_count', 0, 'applied', 0, 'registry_generation', 1),
 		jsonb_build_object('commit_lsn', 'FFFF/100', 'end_lsn', 'FFFF/110', 'xid', 3, 'commit_time', now(),
@@ -1075,7 +1075,7 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 
 	// A batch that does not list its transactions in commit order is refused,
 	// and changes nothing.
-	_, err = d.Pool.Exec(context.Background(), `SELECT synchro.materialize_transaction(jsonb_build_array(
+	_, err = d.Pool.Exec(context.Background(), `SELECT synchro.materialize_scratch(); SELECT synchro.materialize_transaction(jsonb_build_array(
 		jsonb_build_object('commit_lsn', 'FFFF/200', 'end_lsn', 'FFFF/210', 'xid', 3, 'commit_time', now(),
 		                   'event_count', 0, 'applied', 0, 'registry_generation', 1),
 		jsonb_build_object('commit_lsn', 'FFFF/100', 'end_lsn', 'FFFF/110', 'xid', 3, 'commit_time', now(),

@@ -1,6 +1,3 @@
-// Package capture defines what the fence triggers and registry changes put into
-// the WAL as transactional logical messages, and parses it strictly: a message
-// that is malformed in any way is a blocking capture failure, never guessed at.
 package capture
 
 import (

@@ -18,6 +18,7 @@ import (
 	"github.com/peterldowns/pgtestdb"
 
 	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/migrate"
 )
 
@@ -213,29 +214,18 @@ func (d *DB) ExecErr(sql string, args ...any) error {
 }
 
 // Resolver resolves row events against the registry as it is now (every
-// registration, whatever its generation).
+// registration, whatever its generation), as the worker reads it
+// (db.LoadRegistry).
 func (d *DB) Resolver(t testing.TB) capture.Resolver {
 	t.Helper()
-	rows, err := d.Pool.Query(context.Background(), `
-		SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint,
-		       r.key_column, t.table_id
-		FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id)`)
+	rows, err := db.New(d.Pool).LoadRegistry(context.Background())
 	if err != nil {
 		t.Fatalf("testdb: load registry: %v", err)
 	}
-	defer rows.Close()
 	regs := map[uint32]capture.Registered{}
-	for rows.Next() {
-		var r capture.Registered
-		var oid int64
-		if err := rows.Scan(&r.RelationID, &r.Kind, &r.Relation.Schema, &r.Relation.Name, &oid, &r.KeyColumn, &r.TableID); err != nil {
-			t.Fatalf("testdb: load registry: %v", err)
-		}
-		r.Relation.OID = uint32(oid)
+	for _, row := range rows {
+		r := capture.RegisteredOf(row)
 		regs[r.Relation.OID] = r
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("testdb: load registry: %v", err)
 	}
 	return func(_ int, oid uint32) (capture.Registered, bool) {
 		r, ok := regs[oid]

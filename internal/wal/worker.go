@@ -1,8 +1,3 @@
-// Package wal is Synchro's capture worker: it streams the logical replication
-// slot (pgoutput, messages on), buffers each committed source transaction whole,
-// hands batches of whole transactions to synchro.materialize_transaction in
-// commit order, and acknowledges the slot by the rules of docs/change-stream.md: processed
-// boundary, then slot advance, then acknowledgement record; never past a poison.
 package wal
 
 import (
@@ -13,11 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/metrics"
 )
 
@@ -284,11 +280,8 @@ func (w *Worker) recordStopped() {
 func (w *Worker) recordHeartbeat(ctx context.Context) error {
 	w.hbMu.Lock()
 	defer w.hbMu.Unlock()
-	_, err := w.pool.Exec(ctx, `
-		SELECT synchro.record_heartbeat($1, $2, $3, $4, p.registry_generation, p.materialized_commit_lsn, p.materialized_end_lsn)
-		FROM (SELECT NULL) x LEFT JOIN synchro.progress p ON true`,
-		w.cfg.WorkerID, w.getState(), w.started, w.cfg.Slot)
-	return err
+	return db.New(w.pool).RecordHeartbeat(ctx, db.RecordHeartbeatParams{WorkerID: w.cfg.WorkerID, State: w.getState(),
+		StartedAt: pgtype.Timestamptz{Time: w.started, Valid: true}, SlotName: w.cfg.Slot})
 }
 
 // untimed runs one statement on a pool connection after
@@ -325,8 +318,8 @@ func (w *Worker) session(ctx context.Context) error {
 		return err
 	}
 	defer lockConn.Release()
-	var locked bool
-	if err := lockConn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('synchro.worker'))`).Scan(&locked); err != nil {
+	locked, err := db.New(lockConn).TryWorkerLock(ctx)
+	if err != nil {
 		return err
 	}
 	if !locked {
@@ -335,7 +328,7 @@ func (w *Worker) session(ctx context.Context) error {
 	if prev := w.getState(); prev != "blocked" && prev != "retrying" {
 		w.cfg.Log.Info("worker role acquired", "worker", w.cfg.WorkerID, "previous_state", prev)
 	}
-	defer lockConn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('synchro.worker'))`) //nolint:errcheck
+	defer db.New(lockConn).WorkerUnlock(context.Background()) //nolint:errcheck
 
 	if err := w.checkPublication(ctx); err != nil {
 		return err
@@ -390,141 +383,14 @@ func (w *Worker) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
 	return pgconn.ConnectConfig(ctx, cfg)
 }
 
-// ensureStream starts the first stream generation when there is none: the slot is
-// created and its consistent point becomes generation_start. A slot left by a
-// start that never recorded progress holds no durable work and is replaced.
-// Once a stream exists its record (synchro.progress) names the active slot, the
-// one every position check reads: a worker started with another --slot is
-// blocked before it reads any WAL (a stream reset is what switches the slot).
-func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
-	var active string
-	err := w.pool.QueryRow(ctx, `SELECT slot_name FROM synchro.progress`).Scan(&active)
-	switch {
-	case err == nil && active != w.cfg.Slot:
-		return fmt.Errorf("%w: the active stream's slot is %s (synchro.progress), but this worker was started with --slot %s: start it with --slot %s",
-			errBlocked, active, w.cfg.Slot, active)
-	case err == nil:
-		return nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return err
-	}
-	if _, err := w.pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-		WHERE slot_name = $1 AND database = current_database() AND NOT active`, w.cfg.Slot); err != nil {
-		return err
-	}
-	// Slot names are cluster-wide: another database's stream (a second Synchro
-	// database on the cluster, say) may hold this one. Creating it would fail on
-	// every session with "already exists", which does not say what to do.
-	var owner string
-	err = w.pool.QueryRow(ctx, `SELECT coalesce('database ' || quote_ident(database), 'no database (a physical slot)')
-		FROM pg_replication_slots WHERE slot_name = $1 AND database IS DISTINCT FROM current_database()`, w.cfg.Slot).Scan(&owner)
-	if err == nil {
-		return fmt.Errorf("%w: replication slot %s belongs to %s; slot names are cluster-wide: give this worker a slot of its own (--slot, SYNCHRO_SLOT)",
-			errBlocked, w.cfg.Slot, owner)
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
-	var created time.Time
-	if err := w.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&created); err != nil {
-		return err
-	}
-	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, w.cfg.Slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
-	if err != nil {
-		return fmt.Errorf("create slot %s: %w", w.cfg.Slot, err)
-	}
-	if _, err := w.pool.Exec(ctx, `SELECT synchro.start_stream($1, $2::pg_lsn, $3)`, w.cfg.Slot, res.ConsistentPoint, created); err != nil {
-		return err
-	}
-	w.cfg.Log.Info("stream generation started", "worker", w.cfg.WorkerID, "slot", w.cfg.Slot, "generation_start", res.ConsistentPoint)
-	return nil
-}
-
-// positions is the durable progress beside the slot's confirmed position and
-// what the slot of that name is.
-type positions struct {
-	slot, start, ack, processed pglogrepl.LSN
-	problem                     string // why the slot found cannot be streamed ("" when it can)
-}
-
-func (w *Worker) readPositions(ctx context.Context) (positions, error) {
-	var p positions
-	var problem, slot *string
-	var start, ack, processed string
-	// synchro.slot_problem holds the rules of a usable slot, shared with
-	// readiness. The worker never repairs a slot by creating it again: that would
-	// silently skip the WAL in between. START_REPLICATION on an invalidated slot
-	// would fail on every session with a message that does not say why.
-	err := w.pool.QueryRow(ctx, `
-		SELECT s.problem, s.confirmed_flush_lsn::text,
-		       p.generation_start_lsn::text,
-		       coalesce(p.acknowledged_end_lsn, p.generation_start_lsn)::text,
-		       p.processed_end_lsn::text
-		FROM synchro.progress p, synchro.slot_problem(p.slot_name) s`).
-		Scan(&problem, &slot, &start, &ack, &processed)
-	if err != nil {
-		return p, err
-	}
-	for _, f := range []struct {
-		s   string
-		dst *pglogrepl.LSN
-	}{{start, &p.start}, {ack, &p.ack}, {processed, &p.processed}} {
-		if *f.dst, err = pglogrepl.ParseLSN(f.s); err != nil {
-			return p, err
-		}
-	}
-	if problem != nil {
-		p.problem = *problem
-		return p, nil
-	}
-	if p.slot, err = pglogrepl.ParseLSN(*slot); err != nil {
-		return p, err
-	}
-	return p, nil
-}
-
-// reconcileSlot refuses a slot it cannot stream (synchro.slot_problem), repairs the two
-// legal crash windows and refuses the two illegal slot positions (docs/change-stream.md, "Slot
-// acknowledgement"), returning the acknowledgement the stream resumes from.
-func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
-	p, err := w.readPositions(ctx)
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case p.problem != "":
-		return 0, fmt.Errorf("%w: %s", errBlocked, p.problem)
-	case p.slot < p.start:
-		return 0, fmt.Errorf("%w: slot %s at %s is before the generation start %s", errBlocked, w.cfg.Slot, p.slot, p.start)
-	case p.slot > p.processed:
-		return 0, fmt.Errorf("%w: slot %s at %s is after the processed boundary %s", errBlocked, w.cfg.Slot, p.slot, p.processed)
-	case p.slot < p.ack:
-		// The slot advance did not survive a crash: every transaction up to the
-		// acknowledgement is durable, so advancing skips and replays nothing.
-		if _, err := w.pool.Exec(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn)`, w.cfg.Slot, p.ack.String()); err != nil {
-			return 0, fmt.Errorf("advance slot to acknowledgement: %w", err)
-		}
-		w.cfg.Log.Info("slot advanced to durable acknowledgement", "worker", w.cfg.WorkerID, "from", p.slot, "to", p.ack)
-	case p.slot > p.ack:
-		// The crash came after the slot advance and before the acknowledgement
-		// record; everything before the slot position is durable.
-		if err := w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, p.slot.String()); err != nil {
-			return 0, err
-		}
-		w.cfg.Log.Info("acknowledgement adopted from slot", "worker", w.cfg.WorkerID, "from", p.ack, "to", p.slot)
-		p.ack = p.slot
-	}
-	return p.ack, nil
-}
-
 // checkPublication blocks capture (errBlocked) while the worker's publication is
 // not the capture publication that migration recorded (synchroctl migrate
 // --publication): registration adds relations to that one and readiness checks
 // it, so a worker streaming another would never decode the rows of a relation
 // registered later.
 func (w *Worker) checkPublication(ctx context.Context) error {
-	var recorded string
-	if err := w.pool.QueryRow(ctx, `SELECT coalesce(publication_name, '') FROM synchro.settings`).Scan(&recorded); err != nil {
+	recorded, err := db.New(w.pool).GetCapturePublication(ctx)
+	if err != nil {
 		return err
 	}
 	if recorded != w.cfg.Publication {
@@ -537,9 +403,7 @@ func (w *Worker) checkPublication(ctx context.Context) error {
 // poisonBlocks reports whether a poison transaction blocks the stream: it does
 // until an operator requests its retry.
 func (w *Worker) poisonBlocks(ctx context.Context) (bool, error) {
-	var blocked bool
-	err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM synchro.poison_txn WHERE resolved_at IS NULL AND retry_requested_at IS NULL)`).Scan(&blocked)
-	return blocked, err
+	return db.New(w.pool).PoisonBlocks(ctx)
 }
 
 // catalogDrift blocks capture (errBlocked) while a registered relation has drift

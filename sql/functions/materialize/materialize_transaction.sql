@@ -1,9 +1,10 @@
 -- synchro.materialize_transaction: materializes a batch of whole committed source
 -- transactions in commit order, in the caller's one database transaction (docs/change-stream.md,
 -- "Transaction and event replay identity"):
---   * the caller stages the batch's applicable events first, in the same database
---     transaction, in the scratch table synchro_seg_event (made by
---     synchro.materialize_scratch; the worker copies them in with COPY), so that
+--   * the caller creates the scratch tables (synchro.materialize_scratch, called
+--     by the caller only) and stages the batch's applicable events first, in the
+--     same database transaction, in synchro_seg_event (the worker copies them in
+--     with COPY), so that
 --     no single value has to hold a whole batch: a source transaction of any size
 --     materializes. The batch lists its transactions and how many events each
 --     has staged; events missing, extra or staged under another transaction
@@ -53,7 +54,10 @@ BEGIN
         RAISE EXCEPTION 'synchro: no stream: the worker has not started a stream generation'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    PERFORM synchro.materialize_scratch();
+    IF to_regclass('pg_temp.synchro_seg_txn') IS NULL THEN
+        RAISE EXCEPTION 'synchro: no staged batch: create the scratch tables (synchro.materialize_scratch) and stage the events first'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
 
     -- The batch, parsed once; seq numbers its transactions in the batch's order,
     -- which must be commit order.

@@ -1,4 +1,4 @@
-package wal
+package capture
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func TestBatchJSON(t *testing.T) {
 		RegistryGeneration int64     `json:"registry_generation"`
 	}
 	commit := time.Date(2026, 12, 2, 3, 4, 5, 123456000, time.UTC)
-	txns := []batchTxn{
+	txns := []Prepared{
 		{CommitLSN: 0x16B374D848, EndLSN: 0x16B374D8A0, Xid: 4294967295, CommitTime: commit, EventCount: 3, Applied: 2, RegistryGeneration: 7},
 		{CommitLSN: pglogrepl.LSN(0xFFFFFFFF00000001), EndLSN: 0, CommitTime: commit.Truncate(time.Second).In(time.FixedZone("x", 3600))},
 	}

@@ -1,4 +1,4 @@
-package wal
+package capture
 
 import (
 	"encoding/binary"
@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/synchro-sync/synchro/internal/capture"
 )
 
 // BenchmarkBulkInsertMemory assembles and prepares one source transaction of
@@ -24,7 +22,7 @@ import (
 // included: what the process's resident memory follows) and the CPU time per
 // row event.
 //
-//	go test ./internal/wal -run '^$' -bench BulkInsertMemory -benchtime 3x
+//	go test ./internal/capture -run '^$' -bench BulkInsertMemory -benchtime 3x
 func BenchmarkBulkInsertMemory(b *testing.B) {
 	const rows = 200_000
 	reg := bulkRegistry()
@@ -35,13 +33,13 @@ func BenchmarkBulkInsertMemory(b *testing.B) {
 		base := heapLive()
 		cpuStart := cpuTime()
 		stopSampling := sampleHeap()
-		asm := capture.NewAssembler()
+		asm := NewAssembler()
 		feed(b, asm, relationMessage())
-		var txn *capture.Txn
+		var txn *Txn
 		for msg := range insertTxn(rows) {
 			txn = feed(b, asm, msg)
 		}
-		prepared, err := prepare(txn, reg, 1, batchImages([]*capture.Txn{txn}))
+		prepared, err := prepare(txn, reg, 1, batchImages([]*Txn{txn}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,7 +61,7 @@ func BenchmarkBulkInsertMemory(b *testing.B) {
 // cost per transaction that does not depend on the database.
 func BenchmarkOneRowTransaction(b *testing.B) {
 	reg := bulkRegistry()
-	asm := capture.NewAssembler()
+	asm := NewAssembler()
 	feed(b, asm, relationMessage())
 	var msgs [][]byte
 	for msg := range insertTxn(1) {
@@ -72,11 +70,11 @@ func BenchmarkOneRowTransaction(b *testing.B) {
 	b.ReportAllocs()
 	cpu := cpuTime()
 	for b.Loop() {
-		var txn *capture.Txn
+		var txn *Txn
 		for _, msg := range msgs {
 			txn = feed(b, asm, msg)
 		}
-		if _, err := prepare(txn, reg, 1, batchImages([]*capture.Txn{txn})); err != nil {
+		if _, err := prepare(txn, reg, 1, batchImages([]*Txn{txn})); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -92,7 +90,7 @@ func cpuTime() time.Duration {
 }
 
 // feed feeds asm one message and returns the transaction it completed, if any.
-func feed(b *testing.B, asm *capture.Assembler, msg []byte) *capture.Txn {
+func feed(b *testing.B, asm *Assembler, msg []byte) *Txn {
 	txn, err := asm.Feed(msg)
 	if err != nil {
 		b.Fatal(err)
@@ -142,8 +140,8 @@ const bulkOID = 16400
 func bulkRegistry() *registry {
 	table := int32(1)
 	reg := registration{
-		Registered: capture.Registered{RelationID: 1, Kind: capture.KindSynced,
-			Relation: capture.Relation{Schema: "app", Name: "t", OID: bulkOID}, KeyColumn: "id", TableID: &table},
+		Registered: Registered{RelationID: 1, Kind: KindSynced,
+			Relation: Relation{Schema: "app", Name: "t", OID: bulkOID}, KeyColumn: "id", TableID: &table},
 		Generation: 1, KeyType: "string",
 		Columns: map[string]uint32{"id": 25, "v": 25, "owner": 25},
 	}
@@ -183,7 +181,7 @@ func insertTxn(rows int) func(yield func([]byte) bool) {
 			}
 		}
 		for g := 1; g <= rows; g++ {
-			m := append(u64(append(buf[:0], 'M', 1), lsn), capture.FencePrefix+"\x00"...)
+			m := append(u64(append(buf[:0], 'M', 1), lsn), FencePrefix+"\x00"...)
 			m = append(m, 0, 0, 0, 0) // the content's length, set below
 			start := len(m)
 			m = append(m, `{"registration_kind":"synced","relation_id":1,"relation":{"schema":"app","name":"t","oid":`...)

@@ -1,17 +1,16 @@
-package wal
+package capture
 
 import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/wire"
 )
 
 // image renders the registered columns of a decoded tuple as a JSON object of
 // wire values (package wire). partial is true when an unchanged TOAST value was left out.
 // The replication session runs with DateStyle ISO and TimeZone UTC.
-func image(cols []capture.Column, registered map[string]uint32) (img json.RawMessage, partial bool, err error) {
+func image(cols []Column, registered map[string]uint32) (img json.RawMessage, partial bool, err error) {
 	size := 2
 	for _, c := range cols {
 		if _, ok := registered[c.Name]; ok {
@@ -44,7 +43,7 @@ func image(cols []capture.Column, registered map[string]uint32) (img json.RawMes
 	return json.RawMessage(b), partial, nil
 }
 
-func appendValue(b []byte, c capture.Column) ([]byte, error) {
+func appendValue(b []byte, c Column) ([]byte, error) {
 	if c.Null {
 		return append(b, "null"...), nil
 	}

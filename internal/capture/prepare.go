@@ -1,122 +1,115 @@
-package wal
+package capture
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/wire"
 )
 
-// batchTxn is one source transaction as synchro.materialize_transaction takes it
-// (batchJSON); its applicable events are staged apart (eventRows).
-type batchTxn struct {
-	CommitLSN          pglogrepl.LSN
-	EndLSN             pglogrepl.LSN
-	Xid                uint32
-	CommitTime         time.Time
-	EventCount         int
-	Applied            int // len(Events)
-	RegistryGeneration int64
-	Events             []batchEvent
-	spill              *capture.Spill // the source transaction's spill file, where its images are when it has one
+// Preparer prepares the whole transactions of one streaming session for
+// materialization, in commit order: it pairs their row events with their
+// fences under the registry generation selected for each, checks their
+// columns against the registration, renders their row images (completing
+// partial ones over the batch's earlier images) and writes a spilled
+// transaction's images back to its spill file.
+type Preparer struct {
+	pool *pgxpool.Pool
+	reg  *registry
+	// durable is the materialized high-watermark at session start: transactions
+	// up to it are replays of durable ones (a stop before acknowledgement).
+	durable pglogrepl.LSN
+	// active is the registry generation active after the last prepared
+	// transaction (at session start: after the last materialized one).
+	active int64
 }
 
-// batchJSON renders txns as synchro.materialize_transaction takes them:
-// [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}].
-func batchJSON(txns []batchTxn) []byte {
-	b := append(make([]byte, 0, 200*len(txns)), '[')
-	for i, t := range txns {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendLSN(append(b, `{"commit_lsn":"`...), t.CommitLSN)
-		b = appendLSN(append(b, `","end_lsn":"`...), t.EndLSN)
-		b = strconv.AppendUint(append(b, `","xid":`...), uint64(t.Xid), 10)
-		b = t.CommitTime.AppendFormat(append(b, `,"commit_time":"`...), time.RFC3339Nano)
-		b = strconv.AppendInt(append(b, `","event_count":`...), int64(t.EventCount), 10)
-		b = strconv.AppendInt(append(b, `,"applied":`...), int64(t.Applied), 10)
-		b = strconv.AppendInt(append(b, `,"registry_generation":`...), t.RegistryGeneration, 10)
-		b = append(b, '}')
+// NewPreparer loads the durable registry and the materialized position.
+func NewPreparer(ctx context.Context, pool *pgxpool.Pool) (*Preparer, error) {
+	p := &Preparer{pool: pool}
+	var err error
+	if p.reg, err = loadRegistry(ctx, pool); err != nil {
+		return nil, err
 	}
-	return append(b, ']')
-}
-
-// appendLSN appends lsn in PostgreSQL's text form, as LSN.String has it.
-func appendLSN(b []byte, lsn pglogrepl.LSN) []byte {
-	return fmt.Appendf(b, "%X/%X", uint32(lsn>>32), uint32(lsn))
-}
-
-// batchEvent is one applicable row event; its image is empty for a delete.
-type batchEvent struct {
-	Ordinal    int
-	RelationID int64
-	Key        string
-	Op         string
-	Image      storedImage
-	Partial    bool
-	FenceID    pgtype.UUID
-	Version    string
-}
-
-// storedImage is an image held in memory, or (an event of a spilled
-// transaction) written to its transaction's spill file.
-type storedImage struct {
-	inline json.RawMessage
-	at     capture.SpillRef
-}
-
-// get returns the image, reading it back from spill when it was spilled.
-func (s storedImage) get(spill *capture.Spill) (json.RawMessage, error) {
-	if s.at.Len == 0 {
-		return s.inline, nil
-	}
-	return spill.Get(s.at)
-}
-
-// eventColumns are the columns of the scratch table synchro_seg_event that a
-// batch's events are copied into, in the order of eventRows.Values.
-var eventColumns = []string{"seq", "commit_lsn", "o", "r", "k", "op", "img", "partial", "f", "v"}
-
-// eventRows is the pgx.CopyFromSource of a batch's events: seq is the
-// transaction's place in the batch from 1.
-type eventRows struct {
-	txns   []batchTxn
-	t, e   int     // the current row is txns[t].Events[e-1]
-	values [10]any // the current row's, reused: pgx encodes a row before it asks for the next
-}
-
-func (r *eventRows) Next() bool {
-	for r.t < len(r.txns) {
-		if r.e < len(r.txns[r.t].Events) {
-			r.e++
-			return true
-		}
-		r.t, r.e = r.t+1, 0
-	}
-	return false
-}
-
-func (r *eventRows) Values() ([]any, error) {
-	t := &r.txns[r.t]
-	ev := &t.Events[r.e-1]
-	img, err := ev.Image.get(t.spill)
+	pos, err := db.New(pool).GetMaterializedPosition(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// pgx has no pg_lsn type, and an int8 is sent as pg_lsn's binary form.
-	r.values = [10]any{r.t + 1, int64(t.CommitLSN), ev.Ordinal, ev.RelationID, ev.Key, ev.Op, img, ev.Partial, ev.FenceID, ev.Version}
-	return r.values[:], nil
+	p.active = pos.RegistryGeneration
+	if p.durable, err = pglogrepl.ParseLSN(pos.DurableLsn); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-func (r *eventRows) Err() error { return nil }
+// Batch is a batch of transactions prepared in commit order. When Poison is
+// set, PoisonTxn (the transaction after the prepared ones) cannot be prepared
+// and is a poison transaction.
+type Batch struct {
+	Txns      []Prepared
+	Poison    *Failure
+	PoisonTxn *Txn
+}
+
+// Prepare prepares txns in commit order; it stops at the first one that cannot
+// be prepared, which becomes the batch's poison transaction. An error is the
+// worker's own (the database, a spill file), not a transaction's.
+func (p *Preparer) Prepare(ctx context.Context, txns []*Txn) (Batch, error) {
+	b := Batch{Txns: make([]Prepared, 0, len(txns))}
+	images := batchImages(txns)
+	for _, txn := range txns {
+		if txn.CommitLSN <= p.durable {
+			// A durable transaction replayed: its ledger row makes materialization
+			// a no-op. It is not paired again, because the registry generation
+			// active before it is no longer known (its own activations moved it).
+			b.Txns = append(b.Txns, Prepared{CommitLSN: txn.CommitLSN, EndLSN: txn.EndLSN,
+				Xid: txn.Xid, CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: p.active})
+			continue
+		}
+		if p.needsRegistry(txn) {
+			// The registering transaction is decoded as soon as its commit is in
+			// the WAL, a moment (with a synchronous standby, a round trip to it)
+			// before its registration is visible to the worker's snapshot.
+			if err := db.New(p.pool).AwaitVisible(ctx, []int64{int64(txn.Xid)}); err != nil {
+				return b, err
+			}
+			reg, err := loadRegistry(ctx, p.pool)
+			if err != nil {
+				return b, err
+			}
+			p.reg = reg
+		}
+		pt, err := prepare(txn, p.reg, p.active, images)
+		if err != nil {
+			if !errors.As(err, &b.Poison) {
+				return b, err
+			}
+			b.PoisonTxn = txn
+			break
+		}
+		p.active = pt.RegistryGeneration
+		b.Txns = append(b.Txns, pt)
+	}
+	return b, nil
+}
+
+func (p *Preparer) needsRegistry(txn *Txn) bool {
+	for _, a := range txn.Activations {
+		if a.Generation > p.reg.latest {
+			return true
+		}
+	}
+	return false
+}
 
 // rowImages holds the latest image of each row among the transactions of one
 // batch, so that a partial image (unchanged TOAST values left out) completes over
@@ -133,13 +126,13 @@ type rowID struct {
 // (no earlier image of the row in the batch was complete).
 type rowImage struct {
 	img     storedImage
-	spill   *capture.Spill // where img is when it was spilled
+	spill   *Spill // where img is when it was spilled
 	partial bool
 }
 
 // batchImages returns an empty rowImages for a batch that has partial images,
 // and nil (nothing to keep: no image needs an earlier one) for any other.
-func batchImages(txns []*capture.Txn) rowImages {
+func batchImages(txns []*Txn) rowImages {
 	for _, t := range txns {
 		if t.Unchanged {
 			return rowImages{}
@@ -176,24 +169,24 @@ func overlay(base, top json.RawMessage) (json.RawMessage, error) {
 // spill file. A prepared transaction lets go of its row events and fences: only
 // its images and positions are needed while it is materialized. A transaction
 // that cannot be prepared is a poison transaction: the error is a
-// *capture.Failure (any other error is the worker's own).
-func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (batchTxn, error) {
-	out := batchTxn{
+// *Failure (any other error is the worker's own).
+func prepare(txn *Txn, reg *registry, active int64, last rowImages) (Prepared, error) {
+	out := Prepared{
 		CommitLSN: txn.CommitLSN, EndLSN: txn.EndLSN, Xid: txn.Xid,
 		CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: active,
 		spill: txn.Spill(),
 	}
 	for _, a := range txn.Activations {
 		if a.Generation > reg.latest {
-			return out, &capture.Failure{Class: capture.ClassRegistry, Detail: fmt.Sprintf("registry generation %d is not durable", a.Generation)}
+			return out, &Failure{Class: ClassRegistry, Detail: fmt.Sprintf("registry generation %d is not durable", a.Generation)}
 		}
 		out.RegistryGeneration = max(out.RegistryGeneration, a.Generation)
 	}
-	pairs, err := capture.Pair(txn, reg.resolver(active, txn))
+	pairs, err := Pair(txn, reg.resolver(active, txn))
 	if err != nil {
 		return out, err
 	}
-	out.Events = make([]batchEvent, 0, len(pairs))
+	out.Events = make([]stagedEvent, 0, len(pairs))
 	for i := range pairs {
 		ev, err := prepareEvent(txn, reg, &pairs[i], last)
 		if err != nil {
@@ -209,13 +202,13 @@ func prepare(txn *capture.Txn, reg *registry, active int64, last rowImages) (bat
 // prepareEvent renders one paired row event. Its decoded values are let go
 // once they are in its image, so that a large transaction is not held twice
 // (its quarantine needs only positions).
-func prepareEvent(txn *capture.Txn, reg *registry, p *capture.Paired, last rowImages) (batchEvent, error) {
+func prepareEvent(txn *Txn, reg *registry, p *Paired, last rowImages) (stagedEvent, error) {
 	r, _ := reg.byID(p.Reg.RelationID)
-	ev := batchEvent{Ordinal: p.Event.Ordinal, RelationID: p.Reg.RelationID, Key: p.Key, Op: p.Event.Op,
+	ev := stagedEvent{Ordinal: p.Event.Ordinal, RelationID: p.Reg.RelationID, Key: p.Key, Op: p.Event.Op,
 		Version: p.Fence.Version}
 	var ok bool
 	if ev.FenceID, ok = fenceUUID(p.Fence.FenceID); !ok {
-		return ev, &capture.Failure{Class: capture.ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
+		return ev, &Failure{Class: ClassFenceMalformed, RelationID: p.Reg.RelationID, Detail: "fence_id is not a UUID"}
 	}
 	if err := txn.Load(p.Event); err != nil {
 		return ev, err
@@ -231,7 +224,7 @@ func prepareEvent(txn *capture.Txn, reg *registry, p *capture.Paired, last rowIm
 	}
 	img, partial, err := image(p.Event.New, r.Columns)
 	if err != nil {
-		return ev, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: err.Error()}
+		return ev, &Failure{Class: ClassDecode, RelationID: p.Reg.RelationID, Detail: err.Error()}
 	}
 	// The merged image stays partial when the earlier one was partial too.
 	if prev, ok := last[id]; ok && partial {
@@ -240,7 +233,7 @@ func prepareEvent(txn *capture.Txn, reg *registry, p *capture.Paired, last rowIm
 			return ev, err
 		}
 		if img, err = overlay(base, img); err != nil {
-			return ev, &capture.Failure{Class: capture.ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
+			return ev, &Failure{Class: ClassDecode, RelationID: p.Reg.RelationID, Detail: "image is not an object"}
 		}
 		partial = prev.partial
 	}
@@ -260,15 +253,15 @@ func prepareEvent(txn *capture.Txn, reg *registry, p *capture.Paired, last rowIm
 // checkColumns reports relation drift: a registered column renamed or dropped
 // would silently leave every later image, and one of another type would
 // change its values' type on the wire. A delete decodes the key alone.
-func checkColumns(ev *capture.RowEvent, r registration) error {
+func checkColumns(ev *RowEvent, r registration) error {
 	for col, typ := range r.Columns {
 		c, ok := ev.Value(col)
 		if !ok && ev.Op != "delete" {
-			return &capture.Failure{Class: capture.ClassRelationDrift, RelationID: r.RelationID,
+			return &Failure{Class: ClassRelationDrift, RelationID: r.RelationID,
 				Detail: "a registered column is missing from the decoded relation"}
 		}
 		if ok && c.TypeOID != typ {
-			return &capture.Failure{Class: capture.ClassRelationDrift, RelationID: r.RelationID,
+			return &Failure{Class: ClassRelationDrift, RelationID: r.RelationID,
 				Detail: "a registered column has another type in the decoded relation"}
 		}
 	}

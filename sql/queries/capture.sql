@@ -1,0 +1,32 @@
+-- Queries of the capture path (internal/capture): the registry it pairs row
+-- events under and the position a streaming session starts from.
+
+-- name: LoadRegistry :many
+-- Every registration, whatever its generation, with its projected columns and
+-- their registered types (the one query of the registry's rows: the worker's
+-- registry and internal/testdb's resolver read it).
+SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint AS relation_oid,
+       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id
+FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id);
+
+-- name: LatestRegistryGeneration :one
+SELECT max(generation)::bigint AS latest FROM synchro.registry_generation;
+
+-- name: GetMaterializedPosition :one
+-- The registry generation active after the last materialized transaction and
+-- the materialized high-watermark (the generation start before any).
+SELECT registry_generation, coalesce(materialized_commit_lsn, generation_start_lsn)::text AS durable_lsn
+FROM synchro.progress;
+
+-- name: AwaitVisible :exec
+SELECT synchro.await_visible(@xids::bigint[]);
+
+-- name: SetupMaterialization :exec
+SELECT set_config('client_connection_check_interval', '1000', false),
+       synchro.lift_timeouts(false), set_config('default_transaction_isolation', 'read committed', false);
+
+-- name: MaterializeScratch :exec
+SELECT synchro.materialize_scratch();
+
+-- name: MaterializeTransaction :exec
+SELECT synchro.materialize_transaction(@batch::jsonb);
