@@ -1,30 +1,17 @@
--- synchro.fence: AFTER INSERT/UPDATE/DELETE row trigger of every registered relation.
--- Arguments (fixed at registration, immutable): relation_id, registration_kind,
+-- synchro.fence: AFTER INSERT/UPDATE/DELETE row trigger of every registered
+-- relation; arguments fixed at registration: relation_id, registration_kind,
 -- schema, name, OID, key column, table_id ('' for a capture dependency).
--- For each row operation that occurs it
---   * rejects a write into a partition that synchro.guard_partitions has not
---     recorded (55000): its TRUNCATE would go unseen; and into an unlogged one
---     (ALTER TABLE ... SET UNLOGGED after it was recorded; 55000): its row would
---     never reach WAL, and this fence would wait for it;
---   * rejects a key change (a later BEFORE trigger may have changed the key after
---     synchro.key_guard) and a row written frozen by COPY ... FREEZE (0A000), and
---     a key longer than synchro.max_key_bytes (54000);
---   * locks the canonical identity reservation (synchro.row_head) and checks
---     that the fences of one row identity fire in the order of its operations:
---     within a transaction, an UPDATE or DELETE must start from the tuple the
---     row's previous fence left (fence_ctid), and an INSERT from no tuple, still
---     live when its fence fires. A nested statement that changed the row before
---     the fence of an earlier change fired fails the transaction with 27000 (with a
---     hint when a table rewrite earlier in the transaction moved the row);
---   * allocates an opaque version and a fence_id, increments the transaction-local
---     registered-DML ordinal (setting synchro.dml_ordinal; a writer can set it
---     too, so a value that is not a count, or that is not above the ordinal of
---     the row's previous fence in the transaction (row_head.fence_ordinal), fails
---     the write with 22023 instead of blocking capture), records the fence
---     (bound to the push mutation named by the settings synchro.client_id and
---     synchro.mutation_id when set, and then pending for that client in
---     synchro.fence_pending until materialized) and emits one transactional logical message
---     with prefix "synchro.fence" (docs/change-stream.md, "Write fences and opaque row versions").
+-- For each row operation that occurs it rejects a write into an unrecorded or
+-- unlogged partition (55000), a key change or a row written frozen (0A000) and a
+-- key over synchro.max_key_bytes (54000); locks the row's identity reservation
+-- (synchro.row_head) and checks that the fences of one row fire in the order of
+-- its operations (27000; docs/decisions.md, "Fence order check"); allocates an
+-- opaque version and a fence_id, increments the transaction's registered-DML
+-- ordinal (synchro.dml_ordinal; a value that is not a count above the row's
+-- previous one fails with 22023), records the fence (bound to the push mutation
+-- of synchro.client_id / synchro.mutation_id, pending for that client until
+-- materialized) and emits one transactional logical message "synchro.fence"
+-- (docs/change-stream.md, "Write fences and opaque row versions").
 -- It creates no pull-visible effect.
 CREATE OR REPLACE FUNCTION synchro.fence()
 RETURNS trigger

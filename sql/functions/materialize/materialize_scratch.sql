@@ -1,24 +1,14 @@
 -- synchro.materialize_scratch: creates (once per session) the transaction-local
--- scratch tables that a batch's events are staged in (synchro_seg_event, by the
--- caller of synchro.materialize_transaction), that synchro.materialize_transaction
--- parses the batch into and that synchro.materialize_segment evaluates a segment
--- of source transactions in. seq numbers the batch's transactions in commit order
--- from 1. The empty table synchro_seg_layout_9 marks the current layout: a
--- session holding an older one (a function bundle installed while it was open)
--- drops it and creates this one.
--- The tables have no indexes: PostgreSQL empties an indexed temporary table at
--- commit by rebuilding its indexes, which invalidates every cached plan that
--- reads it, and the statements over them would be planned again for every batch
--- (about 5 ms). Without indexes a plan cached for one batch serves the next,
--- whatever their sizes, only if it never joins two of them on several columns
--- (the planner, without statistics, estimates such a join at one row and would
--- rescan a table per row): what a later statement needs of a row is carried
--- along, and scope changes are found by grouping.
--- A session that has not touched temporary tables yet gets 8MB of temporary
--- buffers whatever the server's temp_buffers: every commit truncates the scratch
--- tables, and each truncation scans all of the session's temporary buffers (64MB
--- made every batch's commit cost about 4 ms; a 2,000-transaction batch's scratch
--- rows gain nothing from more).
+-- scratch tables of one batch: synchro_seg_event, where the worker stages the
+-- batch's events (COPY) before it calls synchro.materialize_transaction, and the
+-- tables materialize_transaction parses the batch into and
+-- synchro.materialize_segment evaluates segments in. seq numbers the batch's
+-- transactions in commit order from 1. The empty table synchro_seg_layout_9
+-- marks the current layout: a session holding an older one (a bundle installed
+-- while it was open) drops it and creates this one. The tables have no indexes
+-- and the session's temporary buffers are 8 MB, so that a plan cached for one
+-- batch serves the next and each commit's truncation stays cheap
+-- (docs/decisions.md, "Capture throughput").
 CREATE OR REPLACE FUNCTION synchro.materialize_scratch()
 RETURNS void
 LANGUAGE plpgsql

@@ -1,28 +1,18 @@
 -- synchro.materialize_segment: materializes the segment first_seq..last_seq of
--- the batch's source transactions (already in the transaction ledger; their
--- applicable events in the scratch table synchro_seg_event, made by
--- synchro.materialize_scratch) set-based, with the
--- result each transaction would have had on its own: rows are evaluated after
--- each transaction in commit order (seq), against the state the transactions
--- before it left. synchro.materialize_transaction cuts segments so that no
--- relation a scope rule reads changes inside a multi-transaction segment: such a
--- transaction is a segment of its own, and its dependency changes are applied to
--- the projections before the impacted rows are evaluated. Per transaction:
---   * applicable events enter the event ledger, which marks their fences
---     materialized (every one must be recorded by the event's own transaction
---     for the same relation, operation, key and version, and not yet
---     materialized); a push's fences leave synchro.fence_pending;
---   * the last image of each row is applied to the projections;
---   * each changed synced row gets an immutable version (the fence's opaque
---     version, wire image = synced columns, row checksum; the latest version is the
---     current one); rows that rules reading a changed relation point at are
---     re-evaluated with their current version;
---   * membership edges open and close at the transaction's position; net pull
---     effects are written per scope at (commit_lsn, event_ordinal, effect_ordinal),
---     effect ordinals in (table_id, typed key, operation) order; each changed
---     scope's digest (sum of row checksums mod 2^32) is recorded at the position.
--- It reads projections and Synchro's own state only, never live application rows.
---
+-- the batch's source transactions (in the transaction ledger; their applicable
+-- events in synchro_seg_event) set-based, with the result each would have had on
+-- its own: rows are evaluated after each transaction in commit order, against
+-- the state the transactions before it left (docs/decisions.md, "Segment
+-- materialization"). Per transaction: events enter the event ledger and mark
+-- their fences materialized (each must match a not yet materialized fence of the
+-- event's own transaction: relation, operation, key, version; a push's fences
+-- leave synchro.fence_pending); the last image of each row is applied to the
+-- projections; each changed synced row gets an immutable version (wire image,
+-- row checksum) and rows that rules reading a changed relation point at are
+-- re-evaluated; membership edges open and close at the transaction's position;
+-- net effects are written per scope at (commit_lsn, event_ordinal,
+-- effect_ordinal), in (table_id, typed key, operation) order, with each changed
+-- scope's digest. It reads projections and Synchro's state, never live rows.
 DROP FUNCTION IF EXISTS synchro.materialize_segment(uuid, jsonb);
 CREATE OR REPLACE FUNCTION synchro.materialize_segment(gen uuid, first_seq integer, last_seq integer)
 RETURNS void

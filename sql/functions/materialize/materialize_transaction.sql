@@ -1,39 +1,21 @@
 -- synchro.materialize_transaction: materializes a batch of whole committed source
--- transactions in commit order, in the caller's one database transaction (docs/change-stream.md,
--- "Transaction and event replay identity"):
---   * the caller creates the scratch tables (synchro.materialize_scratch, called
---     by the caller only) and stages the batch's applicable events first, in the
---     same database transaction, in synchro_seg_event (the worker copies them in
---     with COPY), so that
---     no single value has to hold a whole batch: a source transaction of any size
---     materializes. The batch lists its transactions and how many events each
---     has staged; events missing, extra or staged under another transaction
---     refuse the batch (22023), as does a second call in one database transaction;
---   * every transaction enters the replay ledger under (stream_generation,
---     commit_lsn), even when no event applies; an identity that is already durable
---     replays as a no-op (no duplicate versions, edges or effects), and a
---     transaction at or behind the high-watermark that is not durable is refused;
---   * it waits until the new transactions are visible (synchro.await_visible:
---     a commit is decoded a moment before it is visible to other snapshots);
---   * it records the enum values their images hold, and the labels their enum
---     types no longer have (synchro.record_decoded_enum_labels: catalog drift);
---   * the new transactions are materialized by
---     synchro.materialize_segment, in segments cut so that a transaction
---     changing a relation some scope rule reads is evaluated on its own, against
---     its final projected state;
---   * an error of a segment that is not Synchro's own (a rule's, a cast's: it
---     can quote row values) is raised again with its SQLSTATE and no text of
---     its own, so that neither the server log nor the worker sees row values;
---   * a retried poison transaction that now materializes is resolved with it;
---   * the progress row moves to the last transaction's end point (and its
---     source commit time, synchro.commit_lag) and the processed boundary to
---     its end_lsn.
---
--- batch, in commit order: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}]
--- staged events, one row per applicable event: synchro_seg_event (seq: the
--- transaction's place in the batch from 1, commit_lsn: its commit_lsn, o: event
--- ordinal, r: relation_id, k: key, op, img: row image (NULL for a delete),
--- partial: image lacks unchanged TOAST values, f: fence_id, v: version)
+-- transactions in commit order, in the caller's one database transaction
+-- (docs/change-stream.md, "Transaction and event replay identity"). The caller
+-- creates the scratch tables (synchro.materialize_scratch) and stages the batch's
+-- applicable events in synchro_seg_event first; missing, extra or misplaced
+-- events, or a second call, refuse the batch (22023; no scratch tables: 55000).
+-- Every transaction enters the replay ledger under (stream_generation,
+-- commit_lsn), even with no applicable event; a durable identity replays as a
+-- no-op; one at or behind the high-watermark that is not durable is refused. It
+-- waits until the transactions are visible (synchro.await_visible), records enum
+-- labels (drift), materializes them in segments (synchro.materialize_segment),
+-- raises a foreign error again with its SQLSTATE only (no row values), resolves a
+-- retried poison that now materializes, and moves progress to the last
+-- transaction's end (with its source commit time) and the processed boundary.
+-- batch: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}];
+-- synchro_seg_event: seq (place in the batch from 1), commit_lsn, o (event ordinal),
+-- r (relation_id), k (key), op, img (NULL for a delete), partial (image lacks
+-- unchanged TOAST values), f (fence_id), v (version).
 CREATE OR REPLACE FUNCTION synchro.materialize_transaction(batch jsonb)
 RETURNS void
 LANGUAGE plpgsql
