@@ -1111,6 +1111,21 @@ func TestMaterializeReplayedTransactionIsNoOp(t *testing.T) {
 			t.Fatalf("%s: the refused batch changed durable state:\n%s\nwas:\n%s", tc.name, strings.Join(after, "\n"), strings.Join(before, "\n"))
 		}
 	}
+
+	// In a session that never created the scratch tables the batch is refused
+	// (55000): only its caller creates them and stages the events.
+	conn, err := pgconn.Connect(context.Background(), d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), batch).ReadAll()
+	if !errors.As(err, &pgErr) || pgErr.Code != "55000" || !strings.Contains(pgErr.Message, "no staged batch") {
+		t.Fatalf("batch without scratch tables: %v, want 55000 no staged batch", err)
+	}
+	if after := state(); !slices.Equal(after, before) {
+		t.Fatalf("the refused batch changed durable state:\n%s\nwas:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+	}
 }
 
 // TestMaterializeTransactionLargerThanOneValue: one source transaction whose row
