@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/synchro-sync/synchro/internal/dberr"
 )
 
 // apiError is a protocol error answer (docs/protocol.md, "Errors").
@@ -92,6 +94,5 @@ func writeError(w http.ResponseWriter, e *apiError) {
 // pushTimedOut reports whether err is the statement timeout of a push
 // (SQLSTATE 57014 query_canceled): its transaction was rolled back.
 func pushTimedOut(err error) bool {
-	var pg *pgconn.PgError
-	return errors.As(err, &pg) && pg.Code == "57014"
+	return dberr.SQLState(err) == "57014"
 }

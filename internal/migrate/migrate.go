@@ -11,13 +11,13 @@ import (
 	"log/slog"
 	"sort"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/synchro-sync/synchro/internal/db"
+	"github.com/synchro-sync/synchro/internal/dberr"
 	sqlfiles "github.com/synchro-sync/synchro/sql"
 )
 
@@ -46,8 +46,7 @@ var ErrNoPrivilege = errors.New("this database user may not read Synchro's schem
 
 // denied reports a permission error (SQLSTATE 42501).
 func denied(err error) bool {
-	var pg *pgconn.PgError
-	return errors.As(err, &pg) && pg.Code == "42501"
+	return dberr.SQLState(err) == "42501"
 }
 
 // Apply migrates the database at databaseURL and installs the function bundle,
