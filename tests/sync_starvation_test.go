@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -164,12 +165,32 @@ func TestSyncBytesInFlightBudget(t *testing.T) {
 	})
 	e.connect(t, "u2", "c2")
 	addr := strings.TrimPrefix(e.url, "http://")
-	slow, err := net.Dial("tcp", addr)
-	if err != nil {
+	// The slow request: its headers, then one byte of its body. Its handler
+	// may reserve its part only after a probe below took the budget (then it
+	// is refused itself and answered): a slow request that was answered is
+	// sent again.
+	var slow net.Conn
+	sendSlow := func() error {
+		if slow != nil {
+			slow.Close()
+		}
+		var err error
+		if slow, err = net.Dial("tcp", addr); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(slow, "POST /sync/push HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 60000\r\n\r\n{", addr, token(t, "u1"))
+		return err
+	}
+	answered := func() bool {
+		_ = slow.SetReadDeadline(time.Now().Add(time.Millisecond))
+		n, err := slow.Read(make([]byte, 1))
+		var ne net.Error
+		return n > 0 || err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+	if err := sendSlow(); err != nil {
 		t.Fatal(err)
 	}
-	defer slow.Close()
-	fmt.Fprintf(slow, "POST /sync/push HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 60000\r\n\r\n{", addr, token(t, "u1"))
+	defer func() { slow.Close() }()
 	big := []byte(mustMarshal(t, map[string]any{"client_id": "c2", "mutations": []any{}, "pad": strings.Repeat("x", 50000)}))
 	bigPush := func() int {
 		r, err := requestWithin(t, 20*time.Second, http.MethodPost, e.url+"/sync/push", "u2", big)
@@ -179,6 +200,9 @@ func TestSyncBytesInFlightBudget(t *testing.T) {
 		return r.Status
 	}
 	waitFor(t, "a push beside the slow body to be refused", 30*time.Second, func() (bool, error) {
+		if answered() {
+			return false, sendSlow()
+		}
 		return bigPush() == http.StatusServiceUnavailable, nil
 	})
 	slow.Close()
