@@ -36,6 +36,9 @@ BEGIN
             RETURN false;
         END IF;
     END IF;
-    RETURN phase = 'before' OR synchro.impact_allowed(t, assigned, key, before, after);
+    -- Most tables no rule reads: no call (and no images to compute) for them.
+    RETURN phase = 'before'
+        OR NOT EXISTS (SELECT FROM synchro.rule_read rr WHERE rr.relation_id = t.relation_id)
+        OR synchro.impact_allowed(t, assigned, key, before, after);
 END
 $$;
