@@ -382,7 +382,7 @@ func (e *syncEnv) serverScope(t *testing.T, scope string) map[string]map[string]
 		JOIN synchro.synced_table t ON t.table_id = m.table_id
 		JOIN synchro.relation r ON r.relation_id = t.relation_id
 		JOIN synchro.synced_row s ON s.table_id = m.table_id AND s.key = m.key
-		JOIN synchro.row_version v ON v.version = s.version
+		JOIN synchro.row_version v ON v.version = s.version AND v.stream_generation = p.stream_generation
 		WHERE m.scope = $1 AND m.to_lsn IS NULL`, scope)
 	if err != nil {
 		t.Fatal(err)

@@ -120,7 +120,9 @@ func waitMaterialized(t *testing.T, d *testdb.DB) {
 		var ok bool
 		var poison *string
 		err := d.Pool.QueryRow(context.Background(), `
-			SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id))
+			SELECT NOT EXISTS (SELECT FROM synchro.fence f WHERE NOT EXISTS (SELECT FROM synchro.event_ledger e WHERE e.fence_id = f.fence_id)
+			                     AND NOT EXISTS (SELECT FROM synchro.reset_coverage c JOIN synchro.stream_reset r USING (reset_id)
+			                                     WHERE c.fence_id = f.fence_id AND r.phase IN ('activated', 'retired')))
 			   AND EXISTS (SELECT FROM synchro.progress WHERE processed_end_lsn >= $1::pg_lsn),
 			   (SELECT string_agg(p::text, ', ') FROM synchro.poison_txn p WHERE resolved_at IS NULL AND retry_requested_at IS NULL)`,
 			target).Scan(&ok, &poison)

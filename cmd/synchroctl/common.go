@@ -24,7 +24,8 @@ type dbCommand struct {
 }
 
 // parseDBCommand parses args (flags before or after the positional arguments),
-// requires exactly npos positional arguments (else usage), and connects.
+// requires exactly npos positional arguments (else usage; npos < 0: any
+// number, which the caller checks), and connects.
 func parseDBCommand(ctx context.Context, name string, args []string, npos int, usage string) (*dbCommand, *pgxpool.Pool, error) {
 	c := &dbCommand{}
 	fs := flag.NewFlagSet("synchroctl "+name, flag.ContinueOnError)
@@ -34,10 +35,10 @@ func parseDBCommand(ctx context.Context, name string, args []string, npos int, u
 	if c.args, err = parseArgs(fs, args); err != nil {
 		return nil, nil, err
 	}
-	if len(c.args) > npos {
+	if npos >= 0 && len(c.args) > npos {
 		return nil, nil, fmt.Errorf("unexpected arguments %q\n%s", c.args[npos:], usage)
 	}
-	if len(c.args) < npos {
+	if npos >= 0 && len(c.args) < npos {
 		return nil, nil, errors.New(usage)
 	}
 	if err := c.common.Validate(); err != nil {

@@ -10,11 +10,13 @@ import (
 	"github.com/synchro-sync/synchro/internal/wire"
 )
 
-// Message prefixes emitted by sql/functions/capture/fence.sql and
-// sql/functions/registry/activate_registry_generation.sql.
+// Message prefixes emitted by sql/functions/capture/fence.sql,
+// sql/functions/registry/activate_registry_generation.sql and
+// sql/functions/reset/request_barrier.sql.
 const (
 	FencePrefix    = "synchro.fence"
 	RegistryPrefix = "synchro.registry"
+	BarrierPrefix  = "synchro.reset"
 )
 
 // Registration kinds.

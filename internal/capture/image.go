@@ -43,6 +43,15 @@ func image(cols []Column, registered map[string]uint32) (img json.RawMessage, pa
 	return json.RawMessage(b), partial, nil
 }
 
+// Image renders the registered columns of a whole row (text values in the
+// walsender's output settings, none left out) as a decoded tuple's image: a
+// stream reset's baseline renders the rows it copies with it, so that one row
+// state has one image whichever path produced it.
+func Image(cols []Column, registered map[string]uint32) (json.RawMessage, error) {
+	img, _, err := image(cols, registered)
+	return img, err
+}
+
 func appendValue(b []byte, c Column) ([]byte, error) {
 	if c.Null {
 		return append(b, "null"...), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/db"
@@ -11,14 +12,17 @@ import (
 )
 
 // Materializer materializes prepared transactions over one connection of its
-// own, so that its cached plans and scratch tables serve every batch.
+// own, so that its cached plans and scratch tables serve every batch, into the
+// active stream or (staged valid) into the stage of the reset whose target
+// generation staged is.
 type Materializer struct {
-	conn *pgxpool.Conn
+	conn   *pgxpool.Conn
+	staged pgtype.UUID
 }
 
 // NewMaterializer acquires and sets up the materialization connection; Close
 // lets go of it.
-func NewMaterializer(ctx context.Context, pool *pgxpool.Pool) (*Materializer, error) {
+func NewMaterializer(ctx context.Context, pool *pgxpool.Pool, staged pgtype.UUID) (*Materializer, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -35,7 +39,7 @@ func NewMaterializer(ctx context.Context, pool *pgxpool.Pool) (*Materializer, er
 		conn.Release()
 		return nil, err
 	}
-	return &Materializer{conn: conn}, nil
+	return &Materializer{conn: conn, staged: staged}, nil
 }
 
 // Close releases the materialization connection.
@@ -163,7 +167,7 @@ func (m *Materializer) call(ctx context.Context, txns []Prepared, commit bool) e
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", "synchro_seg_event"}, eventColumns, &eventRows{txns: txns}); err != nil {
 		return err
 	}
-	if err := q.MaterializeTransaction(ctx, body); err != nil {
+	if err := q.MaterializeTransaction(ctx, db.MaterializeTransactionParams{Batch: body, Staged: m.staged}); err != nil {
 		return err
 	}
 	if !commit {

@@ -33,14 +33,15 @@ type Preparer struct {
 	active int64
 }
 
-// NewPreparer loads the durable registry and the materialized position.
-func NewPreparer(ctx context.Context, pool *pgxpool.Pool) (*Preparer, error) {
+// NewPreparer loads the durable registry and the materialized position of the
+// active stream or (staged valid) of a reset's stage.
+func NewPreparer(ctx context.Context, pool *pgxpool.Pool, staged pgtype.UUID) (*Preparer, error) {
 	p := &Preparer{pool: pool}
 	var err error
 	if p.reg, err = loadRegistry(ctx, pool); err != nil {
 		return nil, err
 	}
-	pos, err := db.New(pool).GetMaterializedPosition(ctx)
+	pos, err := db.New(pool).GetMaterializedPosition(ctx, staged)
 	if err != nil {
 		return nil, err
 	}

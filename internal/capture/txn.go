@@ -70,6 +70,9 @@ type Txn struct {
 	Rows        []RowEvent
 	Fences      []Fence
 	Activations []ActivationAt
+	// Barrier is the reset id a stream reset's barrier message in the
+	// transaction names ("" when none): a reset's staged catch-up ends with it.
+	Barrier string
 	// Malformed holds the first fence or registry message that did not parse;
 	// the transaction is then a poison transaction.
 	Malformed error
@@ -184,6 +187,8 @@ func (a *Assembler) message(t *Txn, m *pglogrepl.LogicalDecodingMessage) {
 			t.Fences = append(t.Fences, f)
 			a.target = f.FenceTarget
 		}
+	case BarrierPrefix:
+		t.Barrier = string(m.Content)
 	case RegistryPrefix:
 		act, err := ParseRegistryActivation(m.Content)
 		if err != nil && t.Malformed == nil {

@@ -21,8 +21,8 @@ func (q *Queries) AwaitVisible(ctx context.Context, xids []int64) error {
 }
 
 const getMaterializedPosition = `-- name: GetMaterializedPosition :one
-SELECT registry_generation, coalesce(materialized_commit_lsn, generation_start_lsn)::text AS durable_lsn
-FROM synchro.progress
+SELECT p.registry_generation, coalesce(p.materialized_commit_lsn, p.generation_start_lsn)::text AS durable_lsn
+FROM synchro.stream_progress($1::uuid) p
 `
 
 type GetMaterializedPositionRow struct {
@@ -31,9 +31,10 @@ type GetMaterializedPositionRow struct {
 }
 
 // The registry generation active after the last materialized transaction and
-// the materialized high-watermark (the generation start before any).
-func (q *Queries) GetMaterializedPosition(ctx context.Context) (GetMaterializedPositionRow, error) {
-	row := q.db.QueryRow(ctx, getMaterializedPosition)
+// the materialized high-watermark (the generation start before any) of the
+// active stream, or (staged) of a reset's stage.
+func (q *Queries) GetMaterializedPosition(ctx context.Context, staged pgtype.UUID) (GetMaterializedPositionRow, error) {
+	row := q.db.QueryRow(ctx, getMaterializedPosition, staged)
 	var i GetMaterializedPositionRow
 	err := row.Scan(&i.RegistryGeneration, &i.DurableLsn)
 	return i, err
@@ -118,11 +119,16 @@ func (q *Queries) MaterializeScratch(ctx context.Context) error {
 }
 
 const materializeTransaction = `-- name: MaterializeTransaction :exec
-SELECT synchro.materialize_transaction($1::jsonb)
+SELECT synchro.materialize_transaction($1::jsonb, $2::uuid)
 `
 
-func (q *Queries) MaterializeTransaction(ctx context.Context, batch []byte) error {
-	_, err := q.db.Exec(ctx, materializeTransaction, batch)
+type MaterializeTransactionParams struct {
+	Batch  []byte      `json:"batch"`
+	Staged pgtype.UUID `json:"staged"`
+}
+
+func (q *Queries) MaterializeTransaction(ctx context.Context, arg MaterializeTransactionParams) error {
+	_, err := q.db.Exec(ctx, materializeTransaction, arg.Batch, arg.Staged)
 	return err
 }
 

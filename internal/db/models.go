@@ -145,9 +145,10 @@ type SynchroProgress struct {
 }
 
 type SynchroProjection struct {
-	RelationID int64  `json:"relation_id"`
-	Key        string `json:"key"`
-	Image      []byte `json:"image"`
+	RelationID       int64       `json:"relation_id"`
+	Key              string      `json:"key"`
+	Image            []byte      `json:"image"`
+	StreamGeneration pgtype.UUID `json:"stream_generation"`
 }
 
 type SynchroReadiness struct {
@@ -195,6 +196,38 @@ type SynchroRelationPartition struct {
 	Guards        pgtype.Text   `json:"guards"`
 	Relfilenode   pgtype.Uint32 `json:"relfilenode"`
 	ColumnXmins   []string      `json:"column_xmins"`
+}
+
+type SynchroResetCoverage struct {
+	ResetID          pgtype.UUID `json:"reset_id"`
+	FenceID          pgtype.UUID `json:"fence_id"`
+	CandidateSlot    string      `json:"candidate_slot"`
+	ConsistentPoint  interface{} `json:"consistent_point"`
+	TargetGeneration pgtype.UUID `json:"target_generation"`
+}
+
+type SynchroResetStatus struct {
+	ResetID          pgtype.UUID        `json:"reset_id"`
+	Phase            string             `json:"phase"`
+	Reason           string             `json:"reason"`
+	CandidateSlot    string             `json:"candidate_slot"`
+	SlotState        interface{}        `json:"slot_state"`
+	SourceGeneration pgtype.UUID        `json:"source_generation"`
+	TargetGeneration pgtype.UUID        `json:"target_generation"`
+	ConsistentPoint  interface{}        `json:"consistent_point"`
+	BarrierEndLsn    interface{}        `json:"barrier_end_lsn"`
+	StagedThrough    interface{}        `json:"staged_through"`
+	DistanceBytes    interface{}        `json:"distance_bytes"`
+	RelationsStaged  int32              `json:"relations_staged"`
+	RowsStaged       int64              `json:"rows_staged"`
+	FencesCovered    int64              `json:"fences_covered"`
+	TxnsCaughtUp     int64              `json:"txns_caught_up"`
+	StartedAt        pgtype.Timestamptz `json:"started_at"`
+	PhaseAt          pgtype.Timestamptz `json:"phase_at"`
+	ActivatedAt      pgtype.Timestamptz `json:"activated_at"`
+	RetiredAt        pgtype.Timestamptz `json:"retired_at"`
+	AbortedAt        pgtype.Timestamptz `json:"aborted_at"`
+	Retirement       []byte             `json:"retirement"`
 }
 
 type SynchroRowHead struct {
@@ -258,6 +291,49 @@ type SynchroSharedScope struct {
 	Scope        string             `json:"scope"`
 	Portable     bool               `json:"portable"`
 	RegisteredAt pgtype.Timestamptz `json:"registered_at"`
+}
+
+type SynchroStreamReset struct {
+	ResetID                pgtype.UUID        `json:"reset_id"`
+	Reason                 string             `json:"reason"`
+	Phase                  string             `json:"phase"`
+	DatabaseName           string             `json:"database_name"`
+	Plugin                 string             `json:"plugin"`
+	CandidateSlot          string             `json:"candidate_slot"`
+	SourceGeneration       pgtype.UUID        `json:"source_generation"`
+	SourceSlot             string             `json:"source_slot"`
+	SourceCommitLsn        interface{}        `json:"source_commit_lsn"`
+	TargetGeneration       pgtype.UUID        `json:"target_generation"`
+	ConsistentPoint        interface{}        `json:"consistent_point"`
+	SnapshotName           pgtype.Text        `json:"snapshot_name"`
+	BaselineLsn            interface{}        `json:"baseline_lsn"`
+	BarrierXid             pgtype.Uint64      `json:"barrier_xid"`
+	BarrierSnapshot        interface{}        `json:"barrier_snapshot"`
+	BarrierCommitLsn       interface{}        `json:"barrier_commit_lsn"`
+	BarrierEndLsn          interface{}        `json:"barrier_end_lsn"`
+	RegistryGeneration     pgtype.Int8        `json:"registry_generation"`
+	MaterializedCommitLsn  interface{}        `json:"materialized_commit_lsn"`
+	MaterializedEndLsn     interface{}        `json:"materialized_end_lsn"`
+	MaterializedCommitTime pgtype.Timestamptz `json:"materialized_commit_time"`
+	ProcessedEndLsn        interface{}        `json:"processed_end_lsn"`
+	AcknowledgedEndLsn     interface{}        `json:"acknowledged_end_lsn"`
+	RelationsStaged        int32              `json:"relations_staged"`
+	RowsStaged             int64              `json:"rows_staged"`
+	FencesCovered          int64              `json:"fences_covered"`
+	TxnsCaughtUp           int64              `json:"txns_caught_up"`
+	VerifiedAt             pgtype.Timestamptz `json:"verified_at"`
+	Verification           []byte             `json:"verification"`
+	Retirement             []byte             `json:"retirement"`
+	StartedBy              string             `json:"started_by"`
+	ActivatedBy            pgtype.Text        `json:"activated_by"`
+	RetiredBy              pgtype.Text        `json:"retired_by"`
+	AbortedBy              pgtype.Text        `json:"aborted_by"`
+	StartedAt              pgtype.Timestamptz `json:"started_at"`
+	PhaseAt                pgtype.Timestamptz `json:"phase_at"`
+	BaselineAt             pgtype.Timestamptz `json:"baseline_at"`
+	ActivatedAt            pgtype.Timestamptz `json:"activated_at"`
+	RetiredAt              pgtype.Timestamptz `json:"retired_at"`
+	AbortedAt              pgtype.Timestamptz `json:"aborted_at"`
 }
 
 type SynchroSyncedRow struct {

@@ -15,8 +15,8 @@ const (
 	// connection exceptions (08), transaction rollbacks such as serialization
 	// failures and deadlocks (40), insufficient resources (53), operator
 	// intervention such as shutdown or cancellation (57), system errors (58),
-	// lock_timeout (55P03) and the idle-in-transaction and transaction timeouts
-	// (25P03, 25P04). The same work may pass when tried again.
+	// lock_timeout (55P03), the idle-in-transaction and transaction timeouts
+	// (25P03, 25P04) and HeldByReset. The same work may pass when tried again.
 	Transient Class = iota
 	// Permanent: the database refuses the statement in its present state
 	// (object_not_in_prerequisite_state, 55000: no stream yet, a poison
@@ -28,6 +28,11 @@ const (
 	// server raised. It fails again on every retry of the same input.
 	Poison
 )
+
+// HeldByReset is the SQLSTATE materialization raises for a batch of the active
+// stream while a stream reset holds that stream blocked: not the batch's
+// fault, so the session ends and the worker waits for the reset.
+const HeldByReset = "SY001"
 
 // Classify returns the class of err (Transient for nil).
 func Classify(err error) Class {
@@ -44,7 +49,7 @@ func Classify(err error) Class {
 		return Transient
 	}
 	switch code {
-	case "55P03", "25P03", "25P04": // lock_not_available, idle_in_transaction_session_timeout, transaction_timeout
+	case "55P03", "25P03", "25P04", HeldByReset: // lock_not_available, idle_in_transaction_session_timeout, transaction_timeout
 		return Transient
 	case "55000": // object_not_in_prerequisite_state
 		return Permanent

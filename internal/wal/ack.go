@@ -66,7 +66,7 @@ func (s *stream) acknowledge(ctx context.Context, boundary pglogrepl.LSN) error 
 		var confirmed string
 		var held bool
 		if err := s.w.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, active_pid IS NOT DISTINCT FROM $2 FROM pg_replication_slots
-			WHERE slot_name = $1 AND database = current_database()`, s.w.cfg.Slot, int32(s.conn.PID())).Scan(&confirmed, &held); err != nil {
+			WHERE slot_name = $1 AND database = current_database()`, s.w.getSlot(), int32(s.conn.PID())).Scan(&confirmed, &held); err != nil {
 			return fmt.Errorf("read slot position: %w", err)
 		}
 		if lsn, err := pglogrepl.ParseLSN(confirmed); err == nil && lsn >= boundary {
@@ -94,7 +94,7 @@ func (s *stream) acknowledge(ctx context.Context, boundary pglogrepl.LSN) error 
 // acknowledgement (synchro.record_acknowledgement), waiting for the progress
 // row as materialization does (untimed).
 func (w *Worker) recordAcknowledgement(ctx context.Context, lsn pglogrepl.LSN) error {
-	return w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn)`, lsn.String())
+	return w.untimed(ctx, nil, `SELECT synchro.record_acknowledgement($1::pg_lsn, $2)`, lsn.String(), w.staged())
 }
 
 func (s *stream) sendStatus(ctx context.Context, pos pglogrepl.LSN, reply bool) error {
@@ -167,7 +167,7 @@ func (s *stream) idleAck(ctx context.Context) error {
 	// then nothing is acknowledged and the stream goes on, as it does for a poison
 	// it has not reached. Like the acknowledgement, it waits for the progress row.
 	s.w.cfg.Log.Debug("idle acknowledgement", "worker", s.w.cfg.WorkerID, "target", target.String())
-	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_processed($1::pg_lsn, $2)`, target.String(), s.idleTargetAt); err != nil {
+	if err := s.w.untimed(ctx, nil, `SELECT synchro.record_processed($1::pg_lsn, $2, $3)`, target.String(), s.idleTargetAt, s.w.staged()); err != nil {
 		if dberr.Classify(err) == dberr.Permanent {
 			s.w.cfg.Log.Debug("idle acknowledgement withheld: a poison transaction is unresolved", "worker", s.w.cfg.WorkerID)
 			return nil

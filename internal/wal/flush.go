@@ -180,6 +180,11 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 			return err
 		}
 	}
+	for _, t := range b.txns[:r.n] {
+		if w.isBarrier(t) {
+			return errBarrier
+		}
+	}
 	if r.failed != nil {
 		txn := b.txns[r.n]
 		w.cfg.Log.Error("materialization failed", "worker", w.cfg.WorkerID, "commit_lsn", txn.CommitLSN.String(),

@@ -32,6 +32,12 @@ func (s *stream) decodeFailure(ctx context.Context, err error) error {
 
 // quarantine writes the redacted poison record and blocks the stream before txn.
 func (s *stream) quarantine(ctx context.Context, txn *capture.Txn, f *capture.Failure, sqlstate string) error {
+	if s.w.cfg.Stage != nil {
+		// A stage records no poison: the catch-up fails, the active stream
+		// stays as it is, and the reset is aborted or started again.
+		return fmt.Errorf("%w: transaction %s (xid %d) cannot be materialized in the stage: %s %s (SQLSTATE %s)",
+			errStageFailed, txn.CommitLSN, txn.Xid, f.Class, f.Detail, sqlstate)
+	}
 	// Blocked, and the heartbeat row saying so, before the record is durable:
 	// no heartbeat may report streaming once it is (the session's end would set
 	// the state only later, and a periodic heartbeat may have read the state

@@ -12,20 +12,21 @@ import (
 	"github.com/synchro-sync/synchro/internal/db"
 )
 
-// ensureStream starts the first stream generation when there is none: the slot is
-// created and its consistent point becomes generation_start. A slot left by a
-// start that never recorded progress holds no durable work and is replaced.
-// Once a stream exists its record (synchro.progress) names the active slot, the
-// one every position check reads: a worker started with another --slot is
-// blocked before it reads any WAL (a stream reset is what switches the slot).
+// ensureStream starts the first stream generation when there is none: the slot
+// (--slot) is created and its consistent point becomes generation_start. A slot
+// left by a start that never recorded progress holds no durable work and is
+// replaced. Once a stream exists its record (synchro.progress) names the active
+// slot, the durable pointer that only a stream reset's activation switches:
+// each session streams the slot it names, whatever --slot says.
 func (w *Worker) ensureStream(ctx context.Context, repl *pgconn.PgConn) error {
 	q := db.New(w.pool)
 	active, err := q.GetActiveSlot(ctx)
 	switch {
-	case err == nil && active != w.cfg.Slot:
-		return fmt.Errorf("%w: the active stream's slot is %s (synchro.progress), but this worker was started with --slot %s: start it with --slot %s",
-			errBlocked, active, w.cfg.Slot, active)
 	case err == nil:
+		if active != w.getSlot() {
+			w.cfg.Log.Info("streaming the active slot", "worker", w.cfg.WorkerID, "slot", active, "flag_slot", w.cfg.Slot)
+		}
+		w.setSlot(active)
 		return nil
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
@@ -82,7 +83,7 @@ func (w *Worker) readPositions(ctx context.Context) (positions, error) {
 		       p.generation_start_lsn::text,
 		       coalesce(p.acknowledged_end_lsn, p.generation_start_lsn)::text,
 		       p.processed_end_lsn::text
-		FROM synchro.progress p, synchro.slot_problem(p.slot_name) s`).
+		FROM synchro.stream_progress($1) p, synchro.slot_problem(p.slot_name) s`, w.staged()).
 		Scan(&problem, &slot, &start, &ack, &processed)
 	if err != nil {
 		return p, err
@@ -117,13 +118,13 @@ func (w *Worker) reconcileSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	case p.problem != "":
 		return 0, fmt.Errorf("%w: %s", errBlocked, p.problem)
 	case p.slot < p.start:
-		return 0, fmt.Errorf("%w: slot %s at %s is before the generation start %s", errBlocked, w.cfg.Slot, p.slot, p.start)
+		return 0, fmt.Errorf("%w: slot %s at %s is before the generation start %s", errBlocked, w.getSlot(), p.slot, p.start)
 	case p.slot > p.processed:
-		return 0, fmt.Errorf("%w: slot %s at %s is after the processed boundary %s", errBlocked, w.cfg.Slot, p.slot, p.processed)
+		return 0, fmt.Errorf("%w: slot %s at %s is after the processed boundary %s", errBlocked, w.getSlot(), p.slot, p.processed)
 	case p.slot < p.ack:
 		// The slot advance did not survive a crash: every transaction up to the
 		// acknowledgement is durable, so advancing skips and replays nothing.
-		if err := db.New(w.pool).AdvanceSlot(ctx, db.AdvanceSlotParams{SlotName: w.cfg.Slot, Position: p.ack.String()}); err != nil {
+		if err := db.New(w.pool).AdvanceSlot(ctx, db.AdvanceSlotParams{SlotName: w.getSlot(), Position: p.ack.String()}); err != nil {
 			return 0, fmt.Errorf("advance slot to acknowledgement: %w", err)
 		}
 		w.cfg.Log.Info("slot advanced to durable acknowledgement", "worker", w.cfg.WorkerID, "from", p.slot, "to", p.ack)

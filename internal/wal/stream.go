@@ -53,19 +53,19 @@ type stream struct {
 func (s *stream) run(ctx context.Context) error {
 	w := s.w
 	var err error
-	if s.prep, err = capture.NewPreparer(ctx, w.pool); err != nil {
+	if s.prep, err = capture.NewPreparer(ctx, w.pool, w.staged()); err != nil {
 		return err
 	}
 	s.asm = capture.NewAssembler()
 	s.asm.SpillAbove(w.cfg.SpillBytes, w.cfg.SpillDir)
 	defer s.asm.Reset()
 	defer func() { release(s.batch) }()
-	if s.mat, err = capture.NewMaterializer(ctx, w.pool); err != nil {
+	if s.mat, err = capture.NewMaterializer(ctx, w.pool, w.staged()); err != nil {
 		return err
 	}
 	defer s.mat.Close()
 	defer s.abandon()
-	err = pglogrepl.StartReplication(ctx, s.conn, w.cfg.Slot, s.ack, pglogrepl.StartReplicationOptions{
+	err = pglogrepl.StartReplication(ctx, s.conn, w.getSlot(), s.ack, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", strings.ReplaceAll(w.cfg.Publication, "'", "''")), "messages 'true'"},
 	})
 	if err != nil {
@@ -169,6 +169,11 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 				}
 				s.batch = append(s.batch, txn)
 				s.events += len(txn.Rows)
+				if s.w.isBarrier(txn) {
+					// Nothing after the barrier belongs to the stage: it is
+					// materialized now, and the catch-up ends (complete).
+					return s.flush(ctx, false)
+				}
 			}
 		}
 	}

@@ -60,6 +60,10 @@ type Config struct {
 	// Metrics, when set, records every materialized batch.
 	Metrics *metrics.Metrics
 
+	// Stage, when set, makes the worker a stream reset's staged catch-up
+	// (CatchUp) instead of the capture worker (Run).
+	Stage *Stage
+
 	// AfterStep, when set, runs after each step; an error stops the worker there
 	// at once, as a crash would (tests use it).
 	AfterStep func(Step) error
@@ -173,6 +177,7 @@ type Worker struct {
 
 	mu    sync.Mutex
 	state string
+	slot  string     // the slot the current session streams (the active one, or the stage's)
 	hbMu  sync.Mutex // serializes heartbeat writes
 
 	// When harmless catalog changes were last recorded (recordCatalog; the
@@ -183,7 +188,32 @@ type Worker struct {
 // New returns a worker over pool (a pool on cfg.DatabaseURL).
 func New(cfg Config, pool *pgxpool.Pool) *Worker {
 	cfg.defaults()
-	return &Worker{cfg: cfg, pool: pool, started: time.Now(), state: "starting"}
+	w := &Worker{cfg: cfg, pool: pool, started: time.Now(), state: "starting", slot: cfg.Slot}
+	if cfg.Stage != nil {
+		w.slot = cfg.Stage.Slot
+	}
+	return w
+}
+
+func (w *Worker) setSlot(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.slot = s
+}
+
+func (w *Worker) getSlot() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.slot
+}
+
+// staged is the target generation of the stage the worker catches up (NULL
+// for the capture worker).
+func (w *Worker) staged() pgtype.UUID {
+	if w.cfg.Stage == nil {
+		return pgtype.UUID{}
+	}
+	return w.cfg.Stage.Generation
 }
 
 func (w *Worker) setState(s string) {
@@ -281,7 +311,7 @@ func (w *Worker) recordHeartbeat(ctx context.Context) error {
 	w.hbMu.Lock()
 	defer w.hbMu.Unlock()
 	return db.New(w.pool).RecordHeartbeat(ctx, db.RecordHeartbeatParams{WorkerID: w.cfg.WorkerID, State: w.getState(),
-		StartedAt: pgtype.Timestamptz{Time: w.started, Valid: true}, SlotName: w.cfg.Slot})
+		StartedAt: pgtype.Timestamptz{Time: w.started, Valid: true}, SlotName: w.getSlot()})
 }
 
 // untimed runs one statement on a pool connection after
@@ -311,8 +341,12 @@ func (w *Worker) step(s Step) error {
 }
 
 // session holds the worker role (a session advisory lock), prepares the stream
-// and the slot, then streams until an error.
+// and the slot, then streams until an error. A stage's session (CatchUp) runs
+// under its coordinator's reset lock instead and streams the candidate slot.
 func (w *Worker) session(ctx context.Context) error {
+	if w.cfg.Stage != nil {
+		return w.stageSession(ctx)
+	}
 	lockConn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -342,6 +376,9 @@ func (w *Worker) session(ctx context.Context) error {
 	if err := w.ensureStream(ctx, repl); err != nil {
 		return err
 	}
+	if err := w.resetHolds(ctx); err != nil {
+		return err
+	}
 	ack, err := w.reconcileSlot(ctx)
 	if err != nil {
 		return err
@@ -364,22 +401,33 @@ func (w *Worker) session(ctx context.Context) error {
 }
 
 func (w *Worker) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
+	return ReplicationConn(ctx, w.cfg.DatabaseURL, "synchro-worker")
+}
+
+// OutputSettings are the settings under which PostgreSQL's output functions
+// render values as capture's image conversion expects (package wire): the
+// walsender's, and those of any session whose text values are rendered the
+// same way (a stream reset's baseline).
+var OutputSettings = map[string]string{
+	"DateStyle": "ISO, YMD", "TimeZone": "UTC", "extra_float_digits": "3", "bytea_output": "hex",
+	"IntervalStyle": "iso_8601",
+}
+
+// ReplicationConn opens a logical replication connection to databaseURL in
+// OutputSettings.
+func ReplicationConn(ctx context.Context, databaseURL, application string) (*pgconn.PgConn, error) {
 	// Parsed as a pool's URL: pgx's own settings in it (pool_max_conns, say)
 	// are not the server's, which refuses a connection naming them.
-	pcfg, err := pgxpool.ParseConfig(w.cfg.DatabaseURL)
+	pcfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, err
 	}
 	cfg := &pcfg.ConnConfig.Config
-	// Output functions of the walsender render values in these settings; the
-	// image conversion relies on them.
-	for k, v := range map[string]string{
-		"replication": "database", "DateStyle": "ISO, YMD", "TimeZone": "UTC",
-		"extra_float_digits": "3", "bytea_output": "hex", "IntervalStyle": "iso_8601",
-		"application_name": "synchro-worker",
-	} {
+	for k, v := range OutputSettings {
 		cfg.RuntimeParams[k] = v
 	}
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["application_name"] = application
 	return pgconn.ConnectConfig(ctx, cfg)
 }
 

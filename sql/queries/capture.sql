@@ -14,9 +14,10 @@ SELECT max(generation)::bigint AS latest FROM synchro.registry_generation;
 
 -- name: GetMaterializedPosition :one
 -- The registry generation active after the last materialized transaction and
--- the materialized high-watermark (the generation start before any).
-SELECT registry_generation, coalesce(materialized_commit_lsn, generation_start_lsn)::text AS durable_lsn
-FROM synchro.progress;
+-- the materialized high-watermark (the generation start before any) of the
+-- active stream, or (staged) of a reset's stage.
+SELECT p.registry_generation, coalesce(p.materialized_commit_lsn, p.generation_start_lsn)::text AS durable_lsn
+FROM synchro.stream_progress(sqlc.narg('staged')::uuid) p;
 
 -- name: AwaitVisible :exec
 SELECT synchro.await_visible(@xids::bigint[]);
@@ -29,4 +30,4 @@ SELECT set_config('client_connection_check_interval', '1000', false),
 SELECT synchro.materialize_scratch();
 
 -- name: MaterializeTransaction :exec
-SELECT synchro.materialize_transaction(@batch::jsonb);
+SELECT synchro.materialize_transaction(@batch::jsonb, sqlc.narg('staged')::uuid);

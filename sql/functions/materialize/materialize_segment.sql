@@ -39,6 +39,8 @@ DECLARE
     reads boolean;     -- some change is to a relation a scope rule reads
     prev_rows integer;
 BEGIN
+    -- Rules read this generation's projections (synchro.projection_generation).
+    PERFORM set_config('synchro.projection_generation', gen::text, true);
     DELETE FROM synchro_seg_change;
     DELETE FROM synchro_seg_impact;
     DELETE FROM synchro_seg_scope;
@@ -76,8 +78,10 @@ BEGIN
     END IF;
     INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
     SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq;
-    -- A push's fences no longer hold its client's pulls (synchro.capture_gate).
-    IF pushed THEN
+    -- A push's fences no longer hold its client's pulls (synchro.capture_gate)
+    -- once the active generation materialized them; a reset's staged catch-up
+    -- leaves them to its activation.
+    IF pushed AND gen = (SELECT p.stream_generation FROM synchro.progress p) THEN
         DELETE FROM synchro.fence_pending p
         WHERE p.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq));
     END IF;
@@ -96,7 +100,8 @@ BEGIN
            l.o, l.v, cur.ctid, l.seq = max(l.seq) OVER (PARTITION BY l.r, l.k)
     FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e
           WHERE e.seq BETWEEN first_seq AND last_seq ORDER BY e.seq, e.r, e.k, e.o DESC) l
-    LEFT JOIN LATERAL (SELECT p.ctid, p.image FROM synchro.projection p WHERE p.relation_id = l.r AND p.key = l.k LIMIT 1) cur ON true;
+    LEFT JOIN LATERAL (SELECT p.ctid, p.image FROM synchro.projection p
+                       WHERE p.relation_id = l.r AND p.key = l.k AND p.stream_generation = gen LIMIT 1) cur ON true;
     -- Statements below that have nothing to do without such rows are skipped (a
     -- segment of first inserts under row-local rules needs none of them).
     SELECT coalesce(bool_or(c.tid IS NOT NULL), false), coalesce(bool_or(NOT c.last), false),
@@ -113,8 +118,8 @@ BEGIN
         FROM synchro_seg_change c
         WHERE c.last AND c.new_image IS NOT NULL AND c.tid IS NOT NULL AND p.ctid = c.tid;
     END IF;
-    INSERT INTO synchro.projection (relation_id, key, image)
-    SELECT c.relation_id, c.key, c.new_image
+    INSERT INTO synchro.projection (stream_generation, relation_id, key, image)
+    SELECT gen, c.relation_id, c.key, c.new_image
     FROM synchro_seg_change c
     WHERE c.last AND c.new_image IS NOT NULL AND c.tid IS NULL;
 
@@ -161,9 +166,9 @@ BEGIN
 
         UPDATE synchro_seg_impact i
         SET image = (SELECT p.image FROM synchro.projection p JOIN synchro.synced_table t ON t.relation_id = p.relation_id
-                     WHERE t.table_id = i.table_id AND p.key = i.key),
+                     WHERE t.table_id = i.table_id AND p.key = i.key AND p.stream_generation = gen),
             (version, checksum) = (SELECT CASE WHEN v.image IS NOT NULL THEN v.version END, v.checksum FROM synchro.row_version v
-                                   WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
+                                   WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn AND v.stream_generation = gen
                                    ORDER BY v.commit_lsn DESC LIMIT 1)
         WHERE NOT i.own;
         DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
@@ -197,7 +202,7 @@ BEGIN
                       WHERE m.stream_generation = gen AND m.table_id = i.table_id AND m.key = i.key AND m.to_lsn IS NULL
                       OFFSET 0) m ON true
         JOIN LATERAL (SELECT v.version, v.checksum, v.image FROM synchro.row_version v
-                      WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn
+                      WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn AND v.stream_generation = gen
                       ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
         WHERE i.prev_seq IS NULL AND i.fresh IS NOT TRUE
         UNION ALL

@@ -12,11 +12,17 @@
 -- raises a foreign error again with its SQLSTATE only (no row values), resolves a
 -- retried poison that now materializes, and moves progress to the last
 -- transaction's end (with its source commit time) and the processed boundary.
+-- With staged (a reset's target generation), the batch materializes into that
+-- reset's stage instead (synchro.stream_progress), and its barrier transaction
+-- ends the stage's catch-up (synchro.advance_stage). While a reset is in
+-- progress the active stream is held blocked: a batch for it is refused
+-- (SY001, which the worker treats as a block, not as a poison).
 -- batch: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}];
 -- synchro_seg_event: seq (place in the batch from 1), commit_lsn, o (event ordinal),
 -- r (relation_id), k (key), op, img (NULL for a delete), partial (image lacks
 -- unchanged TOAST values), f (fence_id), v (version).
-CREATE OR REPLACE FUNCTION synchro.materialize_transaction(batch jsonb)
+DROP FUNCTION IF EXISTS synchro.materialize_transaction(jsonb);
+CREATE OR REPLACE FUNCTION synchro.materialize_transaction(batch jsonb, staged uuid DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -31,10 +37,10 @@ DECLARE
     failed_state text;
     failed_message text;
 BEGIN
-    SELECT * INTO prog FROM synchro.progress FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'synchro: no stream: the worker has not started a stream generation'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
+    prog := synchro.stream_progress(staged, true);
+    IF staged IS NULL AND EXISTS (SELECT FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready')) THEN
+        RAISE EXCEPTION 'synchro: a stream reset is in progress: the stream stays blocked until it is activated or aborted'
+            USING ERRCODE = 'SY001';
     END IF;
     IF to_regclass('pg_temp.synchro_seg_txn') IS NULL THEN
         RAISE EXCEPTION 'synchro: no staged batch: create the scratch tables (synchro.materialize_scratch) and stage the events first'
@@ -122,6 +128,10 @@ BEGIN
             USING ERRCODE = failed_state;
     END;
 
+    IF staged IS NOT NULL THEN
+        PERFORM synchro.advance_stage(staged);
+        RETURN;
+    END IF;
     UPDATE synchro.poison_txn SET resolved_at = now()
     WHERE stream_generation = prog.stream_generation AND resolved_at IS NULL
       AND commit_lsn IN (SELECT t.commit_lsn FROM synchro_seg_txn t);

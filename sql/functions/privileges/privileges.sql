@@ -20,6 +20,12 @@ GRANT EXECUTE ON FUNCTION synchro.is_ready() TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_readiness(interval, bigint, interval, name) TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_protocol(integer, text) TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.configure_client_retention(interval) TO synchro_operator;
+-- Stream reset: operators read its state and activate, abort or retire it; the
+-- phases that read the application's tables and create slots run as the owner
+-- (synchroctl reset start with the worker's database URL).
+GRANT SELECT ON synchro.reset_status TO synchro_operator;
+GRANT EXECUTE ON FUNCTION synchro.slot_problem(name), synchro.activate_reset(uuid), synchro.abort_reset(uuid),
+    synchro.retire_reset(uuid) TO synchro_operator;
 -- synchro.synced_row carries row data (keys; a checksum over key and image confirms
 -- guessed values): not the operator's. Earlier bundles granted it, and CREATE OR
 -- REPLACE VIEW keeps grants, so it is revoked explicitly.

@@ -368,6 +368,11 @@ BEGIN
                END,
                format('%s', current_database())
         FROM b
+        UNION ALL
+        SELECT 13, 'reset',
+               (SELECT format('stream reset %s is %s: capture stays blocked until it is activated or aborted', r.reset_id, r.phase)
+                FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready')),
+               'no stream reset in progress'
     )
     SELECT jsonb_build_object('check', name, 'ok', fail IS NULL, 'reason', coalesce(fail, note, 'ok'))
     FROM checks

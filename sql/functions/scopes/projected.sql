@@ -1,5 +1,6 @@
 -- synchro.projected: the projected rows (key, image) of a registered relation, for
--- custom ("sql") scope rules. It reads projections, never live rows, except
+-- custom ("sql") scope rules. It reads projections (of the generation
+-- synchro.projection_generation names), never live rows, except
 -- while the setting synchro.rule_reads is 'live': push's functions
 -- (synchro.apply_mutation, synchro.write_allowed, synchro.materializable_scopes,
 -- synchro.impact_allowed) set it for the length of their call, so that push
@@ -16,6 +17,7 @@ AS $$
     FROM synchro.projection p
     JOIN synchro.relation r ON r.relation_id = p.relation_id
     WHERE r.relation_oid = relation::oid AND current_setting('synchro.rule_reads', true) IS DISTINCT FROM 'live'
+      AND p.stream_generation = synchro.projection_generation()
     UNION ALL
     SELECT l.key, l.image
     FROM synchro.relation r CROSS JOIN LATERAL synchro.live_rows(r.relation_id, NULL, NULL) l

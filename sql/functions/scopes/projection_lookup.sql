@@ -1,6 +1,7 @@
 -- synchro.projection_lookup: keys and images of the projected rows of relation rid
 -- whose column col holds one of vals. Planned with literal values so the partial
--- expression index that registration creates for (rid, col) is used.
+-- expression index that registration creates for (rid, col) is used; of the
+-- generation synchro.projection_generation names.
 CREATE OR REPLACE FUNCTION synchro.projection_lookup(rid bigint, col text, vals text[])
 RETURNS TABLE (key text, image jsonb)
 LANGUAGE plpgsql STABLE
@@ -11,7 +12,7 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY EXECUTE format(
-        'SELECT p.key, p.image FROM synchro.projection p WHERE p.relation_id = %s AND (p.image ->> %L) = ANY ($1)',
-        rid, col) USING vals;
+        'SELECT p.key, p.image FROM synchro.projection p WHERE p.relation_id = %s AND (p.image ->> %L) = ANY ($1) AND p.stream_generation = $2',
+        rid, col) USING vals, synchro.projection_generation();
 END
 $$;

@@ -24,7 +24,8 @@ BEGIN
                 cur := (SELECT l.image FROM synchro.live_rows((hop ->> 'relation_id')::bigint, NULL, ARRAY[cur ->> (hop ->> 'column')]) l);
             ELSE
                 cur := (SELECT p.image FROM synchro.projection p
-                        WHERE p.relation_id = (hop ->> 'relation_id')::bigint AND p.key = cur ->> (hop ->> 'column'));
+                        WHERE p.relation_id = (hop ->> 'relation_id')::bigint AND p.key = cur ->> (hop ->> 'column')
+                          AND p.stream_generation = synchro.projection_generation());
             END IF;
             IF cur IS NULL THEN
                 RETURN;

@@ -60,7 +60,7 @@ BEGIN
     SELECT count(*) INTO served
     FROM (SELECT e.n, sum(coalesce(octet_length(v.image::text), 0)) OVER (ORDER BY e.n) AS upto
           FROM jsonb_to_recordset(fetched) AS e(n integer, op text, version text)
-          LEFT JOIN synchro.row_version v ON e.op = 'upsert' AND v.version = e.version) s
+          LEFT JOIN synchro.row_version v ON e.op = 'upsert' AND v.version = e.version AND v.stream_generation = p.stream_generation) s
     WHERE s.n <= page_limit AND (s.n = 1 OR s.upto <= page_bytes);
     has_more := jsonb_array_length(fetched) > served;
 
@@ -75,7 +75,7 @@ BEGIN
     FROM jsonb_to_recordset(fetched) AS e(n integer, scope text, table_id integer, key text, op text, version text)
     JOIN synchro.synced_table t ON t.table_id = e.table_id
     JOIN synchro.relation r ON r.relation_id = t.relation_id
-    LEFT JOIN synchro.row_version v ON v.version = e.version
+    LEFT JOIN synchro.row_version v ON v.version = e.version AND v.stream_generation = p.stream_generation
     WHERE e.n <= served;
 
     -- A scope is done when no effect after its last delivered one is left at or

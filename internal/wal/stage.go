@@ -1,0 +1,105 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/synchro-sync/synchro/internal/capture"
+	"github.com/synchro-sync/synchro/internal/db"
+)
+
+// Stage is a stream reset's staged stream: its candidate slot is consumed
+// from the consistent point into the target generation, with the code that
+// materializes the active stream, until the reset's barrier transaction.
+type Stage struct {
+	ResetID    string      // the reset whose barrier message ends the catch-up
+	Generation pgtype.UUID // the reset's target generation
+	Slot       string      // the reset's candidate slot
+}
+
+// errBarrier ends a stage's session once its barrier transaction is
+// materialized and acknowledged.
+var errBarrier = errors.New("reset barrier reached")
+
+// errStageFailed ends a stage's catch-up: a transaction cannot be
+// materialized in the stage (the reset is aborted or started again).
+var errStageFailed = errors.New("staged catch-up failed")
+
+// isBarrier reports whether txn carries the barrier of the worker's stage.
+func (w *Worker) isBarrier(txn *capture.Txn) bool {
+	return w.cfg.Stage != nil && txn.Barrier == w.cfg.Stage.ResetID
+}
+
+// CatchUp consumes a reset's candidate slot into its stage (cfg.Stage) through
+// the reset's barrier: sessions that fail for a transient reason start again
+// after RetryInterval from the stage's durable acknowledgement; it returns nil
+// once the barrier is materialized, and an error when the stage cannot go on
+// (a transaction that cannot be materialized in it, a slot that cannot be
+// streamed) or ctx ends. The caller holds the reset lock.
+func (w *Worker) CatchUp(ctx context.Context) error {
+	if w.cfg.Stage == nil {
+		return errors.New("CatchUp needs a stage")
+	}
+	for {
+		err := w.session(ctx)
+		switch {
+		case errors.Is(err, errBarrier):
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrStopped), errors.Is(err, errStageFailed), errors.Is(err, errBlocked):
+			return err
+		case err != nil:
+			w.cfg.Log.Warn("staged catch-up session failed; retrying", "reset", w.cfg.Stage.ResetID, "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.cfg.RetryInterval):
+		}
+	}
+}
+
+// stageSession is one session of a stage's catch-up: the candidate slot is
+// reconciled with the stage's durable positions and streamed into the stage.
+// Poison records are the active stream's and do not hold it; drift does.
+func (w *Worker) stageSession(ctx context.Context) error {
+	if err := w.checkPublication(ctx); err != nil {
+		return err
+	}
+	repl, err := w.replicationConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.Background())
+	ack, err := w.reconcileSlot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := w.catalogDrift(ctx); err != nil {
+		return err
+	}
+	s := &stream{w: w, conn: repl, ack: ack}
+	return s.run(ctx)
+}
+
+// resetHolds blocks the capture worker (errBlocked) while a stream reset is in
+// progress: the old stream stays blocked from the reset's start until its
+// activation (which switches the active slot this worker then streams) or its
+// abort.
+func (w *Worker) resetHolds(ctx context.Context) error {
+	r, err := db.New(w.pool).CurrentReset(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: stream reset %s is %s; the stream stays blocked until it is activated or aborted",
+		errBlocked, r.ResetID, r.Phase)
+}

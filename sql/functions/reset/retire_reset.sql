@@ -1,0 +1,44 @@
+-- synchro.retire_reset: controlled cleanup after an activated reset (its
+-- activation committed: durable, and recorded with who activated it): the old
+-- generation's derived state (synchro.discard_generation) and the reset's
+-- coverage records go, and the old slot is dropped unless another stream uses
+-- it. Records and returns what it removed; refused (55000) unless activated,
+-- and while the old slot is in use.
+CREATE OR REPLACE FUNCTION synchro.retire_reset(id uuid)
+RETURNS synchro.stream_reset
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r synchro.stream_reset;
+    removed jsonb;
+    n bigint;
+    slot_dropped boolean;
+BEGIN
+    SELECT * INTO r FROM synchro.stream_reset WHERE reset_id = id FOR UPDATE;
+    IF NOT FOUND OR r.phase <> 'activated' OR r.activated_at IS NULL THEN
+        RAISE EXCEPTION 'synchro: reset % is not activated: only an activated reset is retired', id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = r.source_slot AND s.active) THEN
+        RAISE EXCEPTION 'synchro: the old slot % is in use: stop what streams it first', r.source_slot
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    removed := synchro.discard_generation(r.source_generation);
+    DELETE FROM synchro.reset_coverage c WHERE c.reset_id = id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    slot_dropped := EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = r.source_slot AND s.database = current_database())
+                    AND r.source_slot <> (SELECT p.slot_name FROM synchro.progress p);
+    UPDATE synchro.stream_reset x
+    SET phase = 'retired', phase_at = now(), retired_at = now(), retired_by = session_user,
+        retirement = removed || jsonb_build_object('reset_coverage', n, 'slot', CASE WHEN slot_dropped THEN r.source_slot END)
+    WHERE x.reset_id = id
+    RETURNING * INTO r;
+    -- Last: dropping a slot is not undone by a rollback.
+    IF slot_dropped THEN
+        PERFORM pg_drop_replication_slot(r.source_slot);
+    END IF;
+    RETURN r;
+END
+$$;

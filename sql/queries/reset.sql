@@ -1,0 +1,55 @@
+-- name: BeginReset :exec
+SELECT synchro.begin_reset(@reason::text);
+
+-- name: StageBaseline :exec
+SELECT synchro.stage_baseline(@reset_id::uuid, (@consistent_point::text)::pg_lsn, @snapshot_name::text);
+
+-- name: RequestBarrier :one
+SELECT synchro.request_barrier(@reset_id::uuid) AS requested;
+
+-- name: VerifyReset :exec
+SELECT synchro.verify_reset(@reset_id::uuid);
+
+-- name: ActivateReset :exec
+SELECT synchro.activate_reset(@reset_id::uuid);
+
+-- name: AbortReset :exec
+SELECT synchro.abort_reset(@reset_id::uuid);
+
+-- name: RetireReset :one
+SELECT coalesce((synchro.retire_reset(@reset_id::uuid)).retirement, '{}')::jsonb AS retirement;
+
+-- name: CurrentReset :one
+-- The reset in progress (staging, catching up or ready), if any.
+SELECT reset_id, phase, candidate_slot::text AS candidate_slot, target_generation,
+       (barrier_end_lsn IS NOT NULL)::boolean AS barrier_reached
+FROM synchro.stream_reset WHERE phase IN ('staging', 'catching_up', 'ready');
+
+-- name: LatestReset :one
+-- The newest reset.
+SELECT reset_id FROM synchro.stream_reset ORDER BY started_at DESC LIMIT 1;
+
+-- name: ResetStatus :many
+SELECT reset_id, phase, reason, candidate_slot::text AS candidate_slot, slot_state::text AS slot_state, source_generation, target_generation,
+       coalesce(consistent_point::text, '')::text AS consistent_point, coalesce(barrier_end_lsn::text, '')::text AS barrier_end_lsn,
+       coalesce(staged_through::text, '')::text AS staged_through, coalesce(distance_bytes, 0)::bigint AS distance_bytes,
+       relations_staged, rows_staged, fences_covered, txns_caught_up, started_at, phase_at,
+       activated_at, retired_at, aborted_at, retirement
+FROM synchro.reset_status ORDER BY started_at DESC;
+
+-- name: TryResetLock :one
+-- The coordinator's lock: one reset coordinator at a time per database.
+SELECT pg_try_advisory_lock(hashtext('synchro.reset'));
+
+-- name: ResetUnlock :exec
+SELECT pg_advisory_unlock(hashtext('synchro.reset'));
+
+-- name: EnsureCapturePublication :exec
+-- The capture publication exists and holds every registered relation (it may
+-- have been dropped: a cause of reset).
+SELECT synchro.ensure_publication(publication_name) FROM synchro.settings WHERE publication_name IS NOT NULL;
+
+-- name: ResetProgress :one
+SELECT phase, coalesce(staged_through::text, '')::text AS staged_through, coalesce(distance_bytes, 0)::bigint AS distance_bytes,
+       txns_caught_up
+FROM synchro.reset_status WHERE reset_id = @reset_id::uuid;

@@ -1,0 +1,250 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/synchro-sync/synchro/internal/reset"
+	"github.com/synchro-sync/synchro/internal/testdb"
+)
+
+// resetConfig is how tests run the reset coordinator: quick retries and
+// progress lines, logs discarded unless given.
+func resetConfig(d *testdb.DB, activate bool) reset.Config {
+	return reset.Config{DatabaseURL: d.URL, Activate: activate, ProgressInterval: 200 * time.Millisecond,
+		RetryInterval: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// dropResetSlots drops, at the end of the test, every slot a reset of e's
+// database created, once e's worker stopped streaming (a slot left behind
+// would keep the test database from being dropped).
+func dropResetSlots(t *testing.T, e *syncEnv) {
+	d := e.d
+	t.Cleanup(func() {
+		e.w.stop(t)
+		for _, s := range rowsOf(t, d, `SELECT candidate_slot FROM synchro.stream_reset`) {
+			d.DropSlot(t, s)
+		}
+	})
+}
+
+// resetWriter commits one-row inserts into app.docs for user u1 (ids w-N) in
+// the background until stopped, as an application that keeps writing during a
+// reset; stop returns the ids it committed.
+type resetWriter struct {
+	stopOnce sync.Once
+	quit     chan struct{}
+	done     chan struct{}
+	mu       sync.Mutex
+	ids      []string
+	err      error
+}
+
+func startResetWriter(t *testing.T, d *testdb.DB, prefix string) *resetWriter {
+	w := &resetWriter{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 1; ; i++ {
+			select {
+			case <-w.quit:
+				return
+			default:
+			}
+			id := fmt.Sprintf("%s-%05d", prefix, i)
+			if _, err := d.Pool.Exec(context.Background(), `INSERT INTO app.docs (id, owner_id, title) VALUES ($1, 'u1', $1)`, id); err != nil {
+				w.mu.Lock()
+				w.err = err
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Lock()
+			w.ids = append(w.ids, id)
+			w.mu.Unlock()
+			time.Sleep(2 * time.Millisecond) // a writer's pace, not a synchronization
+		}
+	}()
+	t.Cleanup(func() { w.stop(t) })
+	return w
+}
+
+func (w *resetWriter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ids)
+}
+
+func (w *resetWriter) stop(t *testing.T) []string {
+	t.Helper()
+	w.stopOnce.Do(func() { close(w.quit) })
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		t.Fatalf("writer: %v", w.err)
+	}
+	return append([]string(nil), w.ids...)
+}
+
+// resetCause blocks a streaming syncEnv's capture in a way that retrying cannot
+// repair, and repairs what the operator would before resetting.
+type resetCause struct {
+	name   string
+	block  func(t *testing.T, e *syncEnv)
+	repair func(t *testing.T, e *syncEnv)
+}
+
+var resetCauses = []resetCause{
+	{name: "decoded_truncate",
+		// A superuser lets a TRUNCATE through the guard (replica session, guard
+		// enabled for ordinary sessions only): decoded, it blocks capture.
+		block: func(t *testing.T, e *syncEnv) {
+			e.d.Exec(t, `ALTER TABLE app.docs ENABLE TRIGGER synchro_truncate_guard`)
+			e.d.Exec(t, `BEGIN; SET LOCAL session_replication_role = replica; TRUNCATE app.docs CASCADE; COMMIT`)
+		},
+		repair: func(t *testing.T, e *syncEnv) {
+			e.d.Exec(t, `ALTER TABLE app.docs ENABLE ALWAYS TRIGGER synchro_truncate_guard`)
+		}},
+}
+
+// TestStreamReset recovers from each cause of a permanent block with a stream
+// reset while a writer commits throughout: afterwards readiness is ready, the
+// old cursor gets rebuild, the rebuilt scope equals the database row for row
+// with a matching checksum, every write made during the reset is there once,
+// and new writes flow incrementally.
+func TestStreamReset(t *testing.T) {
+	t.Parallel()
+	for _, c := range resetCauses {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testStreamReset(t, c)
+		})
+	}
+}
+
+func testStreamReset(t *testing.T, cause resetCause) {
+	e := newSyncEnv(t, "")
+	dropResetSlots(t, e)
+	e.connect(t, "u1", "c1")
+	e.push(t, "u1", "c1", mut("m1", "docs", "insert", map[string]any{"id": "d1"}, map[string]any{"owner_id": "u1", "title": "one"}),
+		mut("m2", "docs", "insert", map[string]any{"id": "d2"}, map[string]any{"owner_id": "u1", "title": "two"}))
+	waitMaterialized(t, e.d)
+	old := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 100, old)
+	oldGen := queryText(t, e.d, `SELECT stream_generation::text FROM synchro.progress`)
+
+	cause.block(t, e)
+	waitFor(t, "capture blocked", 30*time.Second, func() (bool, error) {
+		var ready bool
+		err := e.d.Pool.QueryRow(context.Background(), `SELECT synchro.is_ready()`).Scan(&ready)
+		return !ready, err
+	})
+	if cause.repair != nil {
+		cause.repair(t, e)
+	}
+	w := startResetWriter(t, e.d, "w")
+	waitFor(t, "writes during the reset", 10*time.Second, func() (bool, error) { return w.count() >= 20, nil })
+	res, err := reset.Run(context.Background(), resetConfig(e.d, true))
+	if err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if res.Phase != "activated" {
+		t.Fatalf("reset ended %s, want activated", res.Phase)
+	}
+	at := w.count()
+	waitFor(t, "writes after activation", 10*time.Second, func() (bool, error) { return w.count() >= at+20, nil })
+	written := w.stop(t)
+	waitMaterialized(t, e.d)
+	waitCaptureReady(t, e.d)
+	if gen := queryText(t, e.d, `SELECT stream_generation::text FROM synchro.progress`); gen == oldGen {
+		t.Fatal("the stream generation did not change")
+	}
+
+	requireResetActivated(t, e, res.ResetID)
+
+	// The old cursor is answered with its scope in rebuild, and nothing else.
+	body := requireOK(t, "pull with the old generation's cursor", e.post(t, "u1", "/sync/pull", map[string]any{"client_id": "c1",
+		"scopes": map[string]any{"user:u1": map[string]any{"cursor": old.cursors["user:u1"]}}, "limit": 100}))
+	if got := mustMarshal(t, body["rebuild"]); got != `["user:u1"]` {
+		t.Fatalf("rebuild %s, want [\"user:u1\"]", got)
+	}
+	if n := len(body["changes"].([]any)); n != 0 {
+		t.Fatalf("the old cursor got %d changes", n)
+	}
+
+	r := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 37, r) // checks the final checksum
+	requireScopeEqualsDocs(t, e, r, "u1")
+	have := map[string]bool{}
+	for k := range r.rows["user:u1"] {
+		have[k] = true
+	}
+	for _, id := range written {
+		if !have[rowKey("docs", map[string]any{"id": id})] {
+			t.Fatalf("write %s made during the reset is missing after it", id)
+		}
+	}
+
+	// New writes flow incrementally from the rebuilt cursor.
+	e.d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('after', 'u1', 'after')`)
+	waitMaterialized(t, e.d)
+	e.pullAll(t, "u1", "c1", 100, r)
+	if _, ok := r.rows["user:u1"][rowKey("docs", map[string]any{"id": "after"})]; !ok {
+		t.Fatal("a write after the reset did not reach the rebuilt replica incrementally")
+	}
+	requireScopeEqualsDocs(t, e, r, "u1")
+	e.requireConverged(t, r, "user:u1")
+}
+
+// requireScopeEqualsDocs fails unless the replica's user:<user> scope holds
+// exactly the user's rows of app.docs, each once with its current title.
+func requireScopeEqualsDocs(t *testing.T, e *syncEnv, r *replica, user string) {
+	t.Helper()
+	want := rowsOf(t, e.d, `SELECT id || '=' || coalesce(title, '') FROM app.docs WHERE owner_id = $1 ORDER BY id`, user)
+	var got []string
+	for k, row := range r.rows["user:"+user] {
+		id := strings.TrimSuffix(strings.TrimPrefix(k, `docs/{"id":"`), `"}`)
+		title, _ := row.Row["title"].(string)
+		got = append(got, id+"="+title)
+	}
+	sort.Strings(got)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("scope user:%s holds %d rows, the database %d:\nreplica  %v\ndatabase %v", user, len(got), len(want), got, want)
+	}
+}
+
+// requireResetActivated checks the durable state an activation leaves: the
+// reset activated, the active slot its candidate, the generation its target
+// starting at its barrier, no effect before the generation start, and every
+// fence either covered by the baseline or materialized once in the new
+// generation, never both.
+func requireResetActivated(t *testing.T, e *syncEnv, id string) {
+	t.Helper()
+	if got := queryText(t, e.d, `
+		SELECT r.phase || ' ' || (p.slot_name = r.candidate_slot) || ' ' || (p.stream_generation = r.target_generation)
+		       || ' ' || (p.generation_start_lsn = r.barrier_commit_lsn)
+		FROM synchro.stream_reset r, synchro.progress p WHERE r.reset_id = $1`, id); got != "activated true true true" {
+		t.Fatalf("after activation: %s, want activated with the candidate slot, the target generation and the barrier as generation start", got)
+	}
+	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.effect e JOIN synchro.progress p USING (stream_generation)
+		WHERE e.commit_lsn <= p.generation_start_lsn`); n != 0 {
+		t.Fatalf("%d effects of the new generation at or before its start (catch-up effects exposed)", n)
+	}
+	if n := queryInt(t, e.d, `
+		SELECT count(*) FROM synchro.fence f
+		WHERE (SELECT count(*) FROM synchro.reset_coverage c WHERE c.fence_id = f.fence_id AND c.reset_id = $1)
+		    + (SELECT count(*) FROM synchro.event_ledger l JOIN synchro.progress p USING (stream_generation) WHERE l.fence_id = f.fence_id)
+		    <> 1`, id); n != 0 {
+		t.Fatalf("%d fences are not exactly once either covered by the baseline or materialized in the new generation", n)
+	}
+	if n := queryInt(t, e.d, `SELECT count(*) - count(DISTINCT (table_id, key, scope)) FROM synchro.membership m
+		JOIN synchro.progress p USING (stream_generation) WHERE m.to_lsn IS NULL`); n != 0 {
+		t.Fatalf("%d duplicate open membership edges in the new generation", n)
+	}
+}
