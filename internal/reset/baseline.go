@@ -211,4 +211,3 @@ func (p *stagingProgress) copyRelation(ctx context.Context, tx pgx.Tx, gen pgtyp
 	_, err := tx.Exec(ctx, "CLOSE synchro_baseline")
 	return err
 }
-
