@@ -26,7 +26,7 @@ import (
 // readinessOrder is every readiness check in the fixed order of synchro.readiness.
 var readinessOrder = []string{
 	"database", "worker", "registry", "triggers", "publication", "slot", "poison",
-	"positions", "heartbeat_age", "wal_lag", "commit_lag", "worker_database",
+	"positions", "heartbeat_age", "wal_lag", "commit_lag", "worker_database", "reset",
 }
 
 // readyzBody is the body of GET /readyz.
@@ -531,6 +531,15 @@ func TestReadinessChecks(t *testing.T) {
 			},
 			reason:  "exceeds the limit 0.001s",
 			failing: []string{"commit_lag"},
+		},
+		{
+			name: "reset: a stream reset in progress holds the stream blocked",
+			induce: func(t *testing.T, e *readyEnv) func() error {
+				e.d.Exec(t, `SELECT synchro.begin_reset('readiness test')`)
+				return nil
+			},
+			reason:  "capture stays blocked until it is activated or aborted",
+			failing: []string{"reset", "worker"},
 		},
 		{
 			name: "worker_database: configured for another database",

@@ -103,3 +103,18 @@ func (w *Worker) resetHolds(ctx context.Context) error {
 	return fmt.Errorf("%w: stream reset %s is %s; the stream stays blocked until it is activated or aborted",
 		errBlocked, r.ResetID, r.Phase)
 }
+
+// heldCheckInterval bounds how often a capture stream looks for a stream reset
+// that began while it streams: it ends the session (blocked) within about that
+// long, even when no transaction comes to be refused.
+const heldCheckInterval = time.Second
+
+// checkHeld ends the capture stream's session (errBlocked) once a stream reset
+// is in progress; a stage's stream is never held.
+func (s *stream) checkHeld(ctx context.Context) error {
+	if s.w.cfg.Stage != nil || time.Since(s.heldChecked) < heldCheckInterval {
+		return nil
+	}
+	s.heldChecked = time.Now()
+	return s.w.resetHolds(ctx)
+}

@@ -48,6 +48,9 @@ type stream struct {
 	// along: the worker is behind.
 	keepalive time.Time
 	catchUp   catchUp
+	// heldChecked is when the capture stream last looked for a stream reset
+	// holding it (checkHeld).
+	heldChecked time.Time
 }
 
 func (s *stream) run(ctx context.Context) error {
@@ -90,6 +93,9 @@ func (s *stream) run(ctx context.Context) error {
 		}
 		if s.inflight == nil {
 			if err := w.recordCatalog(ctx); err != nil {
+				return err
+			}
+			if err := s.checkHeld(ctx); err != nil {
 				return err
 			}
 		}
