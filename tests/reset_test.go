@@ -93,11 +93,13 @@ func (w *resetWriter) stop(t *testing.T) []string {
 }
 
 // resetCause blocks a streaming syncEnv's capture in a way that retrying cannot
-// repair, and repairs what the operator would before resetting.
+// repair, and repairs what the operator would before resetting. ownCluster
+// runs it on a cluster of its own (it changes server-wide settings).
 type resetCause struct {
-	name   string
-	block  func(t *testing.T, e *syncEnv)
-	repair func(t *testing.T, e *syncEnv)
+	name       string
+	ownCluster bool
+	block      func(t *testing.T, e *syncEnv)
+	repair     func(t *testing.T, e *syncEnv)
 }
 
 var resetCauses = []resetCause{
@@ -110,6 +112,57 @@ var resetCauses = []resetCause{
 		},
 		repair: func(t *testing.T, e *syncEnv) {
 			e.d.Exec(t, `ALTER TABLE app.docs ENABLE ALWAYS TRIGGER synchro_truncate_guard`)
+		}},
+	{name: "poison_retry_cannot_fix",
+		// A rule fails on a row's image; repairing the row leaves the decoded
+		// transaction failing on every retry (its image is the failing one).
+		block: func(t *testing.T, e *syncEnv) {
+			e.d.Exec(t, `CREATE TABLE app.gauges (id text PRIMARY KEY, owner_id text NOT NULL, title text);
+				SELECT synchro.register_table('app.gauges', '{"kind":"sql","membership":"SELECT CASE WHEN $1->>''title'' = ''boom'' THEN (1/(length($1->>''id'') * 0))::text ELSE ''user:'' || ($1->>''owner_id'') END"}')`)
+			waitMaterialized(t, e.d)
+			waitCaptureReady(t, e.d)
+			e.d.Exec(t, `INSERT INTO app.gauges VALUES ('g1', 'u2', 'boom')`)
+			waitFor(t, "poison recorded", 30*time.Second, func() (bool, error) {
+				return queryInt(t, e.d, `SELECT count(*) FROM synchro.poison_txn WHERE resolved_at IS NULL`) == 1, nil
+			})
+			id := queryText(t, e.d, `SELECT poison_id::text FROM synchro.poison_txn WHERE resolved_at IS NULL`)
+			e.d.Exec(t, `UPDATE app.gauges SET title = 'fine' WHERE id = 'g1'`)
+			e.d.Exec(t, `SELECT synchro.retry_poison(`+id+`)`)
+			waitFor(t, "the retried poison fails again", 30*time.Second, func() (bool, error) {
+				return queryInt(t, e.d, `SELECT attempts FROM synchro.poison_txn WHERE resolved_at IS NULL`) >= 2, nil
+			})
+		}},
+	{name: "slot_invalidated", ownCluster: true,
+		// The slot's WAL is removed past max_slot_wal_keep_size while the
+		// worker is stopped (wal_status lost).
+		block: func(t *testing.T, e *syncEnv) {
+			e.w.stop(t)
+			waitSlotInactive(t, e.d, e.cfg.Slot)
+			e.d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('lost', 'u1', 'written while the slot is lost')`)
+			e.d.Exec(t, `ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`)
+			e.d.Exec(t, `SELECT pg_reload_conf()`)
+			waitFor(t, "slot invalidated", 60*time.Second, func() (bool, error) {
+				if err := e.d.ExecErr(`SELECT pg_switch_wal()`); err != nil {
+					return false, err
+				}
+				if err := e.d.ExecErr(`CHECKPOINT`); err != nil {
+					return false, err
+				}
+				return queryText(t, e.d, `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, e.cfg.Slot) == "lost", nil
+			})
+			e.w = startWorker(t, e.d, e.cfg)
+		},
+		repair: func(t *testing.T, e *syncEnv) {
+			e.d.Exec(t, `ALTER SYSTEM RESET max_slot_wal_keep_size`)
+			e.d.Exec(t, `SELECT pg_reload_conf()`)
+		}},
+	{name: "publication_dropped",
+		// Dropped, the publication can never be decoded again from the old slot
+		// (pgoutput reads it under each change's catalog snapshot); the reset
+		// creates it again before its candidate slot.
+		block: func(t *testing.T, e *syncEnv) {
+			e.d.Exec(t, `DROP PUBLICATION synchro`)
+			e.d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('unpublished', 'u1', 'written without a publication')`)
 		}},
 }
 
@@ -129,7 +182,12 @@ func TestStreamReset(t *testing.T) {
 }
 
 func testStreamReset(t *testing.T, cause resetCause) {
-	e := newSyncEnv(t, "")
+	var e *syncEnv
+	if cause.ownCluster {
+		e = newSyncEnvOn(t, testdb.NewAt(t, ownCluster(t)), "")
+	} else {
+		e = newSyncEnv(t, "")
+	}
 	dropResetSlots(t, e)
 	e.connect(t, "u1", "c1")
 	e.push(t, "u1", "c1", mut("m1", "docs", "insert", map[string]any{"id": "d1"}, map[string]any{"owner_id": "u1", "title": "one"}),

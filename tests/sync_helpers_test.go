@@ -67,7 +67,13 @@ func (e *syncEnv) pauseCapture(t *testing.T) {
 // streams, and is materialized before it returns.
 func newSyncEnv(t *testing.T, setup string, tune ...func(*httpapi.Sync)) *syncEnv {
 	t.Helper()
-	d := testdb.New(t)
+	return newSyncEnvOn(t, testdb.New(t), setup, tune...)
+}
+
+// newSyncEnvOn is newSyncEnv on the fresh database d (of a cluster of the
+// test's own, say).
+func newSyncEnvOn(t *testing.T, d *testdb.DB, setup string, tune ...func(*httpapi.Sync)) *syncEnv {
+	t.Helper()
 	d.Exec(t, syncSchema)
 	cfg := workerConfig(d, "sync")
 	w := startStreaming(t, d, cfg)
