@@ -32,6 +32,14 @@ func pgcluster(t testing.TB, args ...string) (string, error) {
 // and returns its URL; the cluster is stopped and removed when the test ends.
 func ownCluster(t *testing.T) string {
 	t.Helper()
+	url, _, _ := ownClusterAt(t)
+	return url
+}
+
+// ownClusterAt is ownCluster, also returning the cluster's data directory and
+// port (to crash and start it again: restartCluster).
+func ownClusterAt(t *testing.T) (url, data, port string) {
+	t.Helper()
 	// A directory the unprivileged server user can traverse (t.TempDir is 0700).
 	dir, err := os.MkdirTemp("", "synchro-own-pg-")
 	if err != nil {
@@ -40,7 +48,7 @@ func ownCluster(t *testing.T) string {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "data")
+	data = filepath.Join(dir, "data")
 	t.Cleanup(func() {
 		if _, err := pgcluster(t, "stop", data); err != nil {
 			t.Error(err)
@@ -51,7 +59,7 @@ func ownCluster(t *testing.T) string {
 	// take it first, so a failed start tries another.
 	var lastErr error
 	for range 5 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
+		port = strconv.Itoa(20000 + rand.IntN(12000))
 		ln, err := net.Listen("tcp", "127.0.0.1:"+port)
 		if err != nil {
 			lastErr = err
@@ -60,10 +68,22 @@ func ownCluster(t *testing.T) string {
 		_ = ln.Close()
 		url, err := pgcluster(t, "start", data, port)
 		if err == nil {
-			return url
+			return url, data, port
 		}
 		lastErr = err
 	}
 	t.Fatalf("could not start a cluster of this test's own: %v", lastErr)
-	return ""
+	return "", "", ""
+}
+
+// restartCluster crashes the cluster of data (an immediate stop: no shutdown
+// checkpoint, as a power loss) and starts it again on port.
+func restartCluster(t testing.TB, data, port string) {
+	t.Helper()
+	if _, err := pgcluster(t, "crash", data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgcluster(t, "start", data, port); err != nil {
+		t.Fatal(err)
+	}
 }

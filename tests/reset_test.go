@@ -37,7 +37,7 @@ func dropResetSlots(t *testing.T, e *syncEnv) {
 
 // resetWriter commits one-row inserts into app.docs for user u1 (ids w-N) in
 // the background until stopped, as an application that keeps writing during a
-// reset; stop returns the ids it committed.
+// reset (through a PostgreSQL restart too); stop returns the ids it committed.
 type resetWriter struct {
 	stopOnce sync.Once
 	quit     chan struct{}
@@ -58,11 +58,21 @@ func startResetWriter(t *testing.T, d *testdb.DB, prefix string) *resetWriter {
 			default:
 			}
 			id := fmt.Sprintf("%s-%05d", prefix, i)
-			if _, err := d.Pool.Exec(context.Background(), `INSERT INTO app.docs (id, owner_id, title) VALUES ($1, 'u1', $1)`, id); err != nil {
-				w.mu.Lock()
-				w.err = err
-				w.mu.Unlock()
-				return
+			// A write that fails (PostgreSQL restarting) is tried again until
+			// it is known committed: an INSERT that lost its connection may have.
+			for attempt := 0; ; attempt++ {
+				_, err := d.Pool.Exec(context.Background(), `INSERT INTO app.docs (id, owner_id, title) VALUES ($1, 'u1', $1)
+					ON CONFLICT (id) DO NOTHING`, id)
+				if err == nil {
+					break
+				}
+				if attempt == 1000 {
+					w.mu.Lock()
+					w.err = err
+					w.mu.Unlock()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			w.mu.Lock()
 			w.ids = append(w.ids, id)
@@ -188,6 +198,20 @@ func testStreamReset(t *testing.T, cause resetCause) {
 	} else {
 		e = newSyncEnv(t, "")
 	}
+	recoverByReset(t, e, cause, func() reset.Result {
+		res, err := reset.Run(context.Background(), resetConfig(e.d, true))
+		if err != nil {
+			t.Fatalf("reset: %v", err)
+		}
+		return res
+	})
+}
+
+// recoverByReset blocks e's stream by cause, then recovers it by run (a reset
+// that ends activated) while a writer commits throughout, and checks the
+// outcome: readiness, the old cursor's rebuild, the rebuilt scope against the
+// database, every write once, and incremental pulls after it.
+func recoverByReset(t *testing.T, e *syncEnv, cause resetCause, run func() reset.Result) {
 	dropResetSlots(t, e)
 	e.connect(t, "u1", "c1")
 	e.push(t, "u1", "c1", mut("m1", "docs", "insert", map[string]any{"id": "d1"}, map[string]any{"owner_id": "u1", "title": "one"}),
@@ -207,11 +231,8 @@ func testStreamReset(t *testing.T, cause resetCause) {
 		cause.repair(t, e)
 	}
 	w := startResetWriter(t, e.d, "w")
-	waitFor(t, "writes during the reset", 10*time.Second, func() (bool, error) { return w.count() >= 20, nil })
-	res, err := reset.Run(context.Background(), resetConfig(e.d, true))
-	if err != nil {
-		t.Fatalf("reset: %v", err)
-	}
+	waitFor(t, "writes before the reset", 10*time.Second, func() (bool, error) { return w.count() >= 20, nil })
+	res := run()
 	if res.Phase != "activated" {
 		t.Fatalf("reset ended %s, want activated", res.Phase)
 	}

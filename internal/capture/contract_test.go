@@ -27,7 +27,7 @@ func TestMaterializeContract(t *testing.T) {
 	ctx := context.Background()
 
 	var def string
-	if err := d.Pool.QueryRow(ctx, `SELECT pg_get_functiondef('synchro.materialize_transaction(jsonb)'::regprocedure)`).Scan(&def); err != nil {
+	if err := d.Pool.QueryRow(ctx, `SELECT pg_get_functiondef('synchro.materialize_transaction(jsonb, uuid)'::regprocedure)`).Scan(&def); err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`jsonb_to_recordset\(batch\) AS \(([^)]*)\)`).FindStringSubmatch(def)

@@ -220,6 +220,18 @@ func (q *Queries) RetireReset(ctx context.Context, resetID pgtype.UUID) ([]byte,
 	return retirement, err
 }
 
+const stageBarrierEnd = `-- name: StageBarrierEnd :one
+SELECT coalesce(barrier_end_lsn::text, '')::text AS barrier_end_lsn FROM synchro.stream_reset WHERE target_generation = $1::uuid
+`
+
+// The end of a stage's barrier transaction once its catch-up materialized it (” before).
+func (q *Queries) StageBarrierEnd(ctx context.Context, staged pgtype.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, stageBarrierEnd, staged)
+	var barrier_end_lsn string
+	err := row.Scan(&barrier_end_lsn)
+	return barrier_end_lsn, err
+}
+
 const stageBaseline = `-- name: StageBaseline :exec
 SELECT synchro.stage_baseline($1::uuid, ($2::text)::pg_lsn, $3::text)
 `

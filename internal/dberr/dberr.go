@@ -32,7 +32,7 @@ const (
 // HeldByReset is the SQLSTATE materialization raises for a batch of the active
 // stream while a stream reset holds that stream blocked: not the batch's
 // fault, so the session ends and the worker waits for the reset.
-const HeldByReset = "SY001"
+const HeldByReset = "SR001"
 
 // Classify returns the class of err (Transient for nil).
 func Classify(err error) Class {

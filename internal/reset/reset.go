@@ -119,9 +119,7 @@ func (c *coordinator) run(ctx context.Context) (Result, error) {
 	cur, err := q.CurrentReset(ctx)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if cur, err = c.begin(ctx); err != nil {
-			return Result{}, err
-		}
+		cur, err = c.begin(ctx)
 	case err != nil:
 		return Result{}, err
 	case cur.Phase == "staging":
@@ -130,13 +128,17 @@ func (c *coordinator) run(ctx context.Context) (Result, error) {
 		if err := q.AbortReset(ctx, cur.ResetID); err != nil {
 			return Result{}, fmt.Errorf("discard reset %s: %w", cur.ResetID, err)
 		}
-		if cur, err = c.begin(ctx); err != nil {
-			return Result{}, err
-		}
+		cur, err = c.begin(ctx)
 	default:
 		c.cfg.Log.Info("resuming stream reset", "reset", cur.ResetID.String(), "phase", cur.Phase)
 	}
-	res := Result{ResetID: cur.ResetID.String(), Phase: cur.Phase}
+	res := Result{Phase: cur.Phase}
+	if cur.ResetID.Valid {
+		res.ResetID = cur.ResetID.String()
+	}
+	if err != nil {
+		return res, err
+	}
 	if cur.Phase == "staging" {
 		if err := c.stage(ctx, cur); err != nil {
 			return res, err

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/db"
+	"github.com/synchro-sync/synchro/internal/dberr"
 )
 
 // Stage is a stream reset's staged stream: its candidate slot is consumed
@@ -46,7 +48,13 @@ func (w *Worker) CatchUp(ctx context.Context) error {
 		return errors.New("CatchUp needs a stage")
 	}
 	for {
-		err := w.session(ctx)
+		done, err := w.stageDone(ctx)
+		if done || err != nil && !errors.Is(err, errBlocked) && dberr.Classify(err) != dberr.Transient {
+			return err
+		}
+		if err == nil {
+			err = w.session(ctx)
+		}
 		switch {
 		case errors.Is(err, errBarrier):
 			return nil
@@ -63,6 +71,25 @@ func (w *Worker) CatchUp(ctx context.Context) error {
 		case <-time.After(w.cfg.RetryInterval):
 		}
 	}
+}
+
+// stageDone reports whether the stage's barrier is materialized and
+// acknowledged. A coordinator that died after the barrier's materialization
+// may have left the slot advanced past it without the acknowledgement
+// recorded, or the other way round: the slot is reconciled first (the same
+// two legal windows as the capture stream's). A slot not yet advanced to the
+// barrier streams it again, as a replay, and acknowledges it then.
+func (w *Worker) stageDone(ctx context.Context) (bool, error) {
+	end, err := db.New(w.pool).StageBarrierEnd(ctx, w.cfg.Stage.Generation)
+	if err != nil || end == "" {
+		return false, err
+	}
+	barrier, err := pglogrepl.ParseLSN(end)
+	if err != nil {
+		return false, err
+	}
+	ack, err := w.reconcileSlot(ctx)
+	return err == nil && ack >= barrier, err
 }
 
 // stageSession is one session of a stage's catch-up: the candidate slot is

@@ -53,3 +53,7 @@ SELECT synchro.ensure_publication(publication_name) FROM synchro.settings WHERE 
 SELECT phase, coalesce(staged_through::text, '')::text AS staged_through, coalesce(distance_bytes, 0)::bigint AS distance_bytes,
        txns_caught_up
 FROM synchro.reset_status WHERE reset_id = @reset_id::uuid;
+
+-- name: StageBarrierEnd :one
+-- The end of a stage's barrier transaction once its catch-up materialized it ('' before).
+SELECT coalesce(barrier_end_lsn::text, '')::text AS barrier_end_lsn FROM synchro.stream_reset WHERE target_generation = @staged::uuid;

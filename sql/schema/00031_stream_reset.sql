@@ -75,7 +75,7 @@ CREATE TABLE synchro.stream_reset (
     activated_at            timestamptz,
     retired_at              timestamptz,
     aborted_at              timestamptz,
-    CHECK (phase = 'staging' OR baseline_lsn IS NOT NULL),
+    CHECK (phase IN ('staging', 'aborted') OR baseline_lsn IS NOT NULL),
     CHECK (phase NOT IN ('ready', 'activated', 'retired') OR (barrier_end_lsn IS NOT NULL AND verified_at IS NOT NULL))
 );
 -- One reset at a time per database: at most one that is not yet activated,

@@ -16,7 +16,7 @@
 -- reset's stage instead (synchro.stream_progress), and its barrier transaction
 -- ends the stage's catch-up (synchro.advance_stage). While a reset is in
 -- progress the active stream is held blocked: a batch for it is refused
--- (SY001, which the worker treats as a block, not as a poison).
+-- (SR001, which the worker treats as a block, not as a poison).
 -- batch: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}];
 -- synchro_seg_event: seq (place in the batch from 1), commit_lsn, o (event ordinal),
 -- r (relation_id), k (key), op, img (NULL for a delete), partial (image lacks
@@ -40,7 +40,7 @@ BEGIN
     prog := synchro.stream_progress(staged, true);
     IF staged IS NULL AND EXISTS (SELECT FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready')) THEN
         RAISE EXCEPTION 'synchro: a stream reset is in progress: the stream stays blocked until it is activated or aborted'
-            USING ERRCODE = 'SY001';
+            USING ERRCODE = 'SR001';
     END IF;
     IF to_regclass('pg_temp.synchro_seg_txn') IS NULL THEN
         RAISE EXCEPTION 'synchro: no staged batch: create the scratch tables (synchro.materialize_scratch) and stage the events first'

@@ -24,6 +24,7 @@ GRANT EXECUTE ON FUNCTION synchro.configure_client_retention(interval) TO synchr
 -- phases that read the application's tables and create slots run as the owner
 -- (synchroctl reset start with the worker's database URL).
 GRANT SELECT ON synchro.reset_status TO synchro_operator;
+GRANT EXECUTE ON FUNCTION synchro.slot_state(name) TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.activate_reset(uuid), synchro.abort_reset(uuid),
     synchro.retire_reset(uuid) TO synchro_operator;
 -- synchro.synced_row carries row data (keys; a checksum over key and image confirms
