@@ -1,7 +1,7 @@
 -- synchro.retire_reset: controlled cleanup after an activated reset (its
 -- activation committed: durable, and recorded with who activated it): the old
--- generation's derived state (synchro.discard_generation) and the reset's
--- coverage records go, and the old slot is dropped unless another stream uses
+-- generation's derived state (synchro.discard_generation), the fences the
+-- baseline covered and the reset's coverage records go, and the old slot is dropped unless another stream uses
 -- it. Records and returns what it removed; refused (55000) unless activated,
 -- and while the old slot is in use.
 CREATE OR REPLACE FUNCTION synchro.retire_reset(id uuid)
@@ -26,6 +26,11 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     removed := synchro.discard_generation(r.source_generation);
+    -- The fences the baseline covered were committed before it: the new
+    -- generation holds their rows' versions, and no ledger names them any more.
+    DELETE FROM synchro.fence f USING synchro.reset_coverage c WHERE c.fence_id = f.fence_id AND c.reset_id = id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    removed := removed || jsonb_build_object('fence', n);
     DELETE FROM synchro.reset_coverage c WHERE c.reset_id = id;
     GET DIAGNOSTICS n = ROW_COUNT;
     slot_dropped := EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = r.source_slot AND s.database = current_database())
