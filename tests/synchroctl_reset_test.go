@@ -2,9 +2,13 @@ package tests
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/metrics"
 )
 
 // TestSynchroctlReset walks the operator's commands over a stream blocked by a
@@ -40,6 +44,14 @@ func TestSynchroctlReset(t *testing.T) {
 	status := runOK(t, ctl, "reset", "status", "--database-url", e.d.URL)
 	if !strings.HasPrefix(status, "RESET_ID") || !strings.Contains(status, first) || !strings.Contains(status, " ready ") {
 		t.Fatalf("reset status:\n%s", status)
+	}
+	// Metrics show the reset in progress.
+	m := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{Pool: e.d.Pool, Metrics: metrics.New(e.d.Pool)}))
+	defer m.Close()
+	scraped := scrape(t, m.URL)
+	if metricValue(t, scraped, `synchro_reset_phase{phase="ready"}`) != 1 || metricValue(t, scraped, `synchro_reset_phase{phase="staging"}`) != 0 ||
+		metricValue(t, scraped, "synchro_reset_rows_staged") != 1 {
+		t.Fatalf("metrics of a ready reset that staged 1 row (d2; d1 was truncated):\n%s", scraped)
 	}
 	if got := runOK(t, ctl, "reset", "abort", "--database-url", e.d.URL); !strings.Contains(got, first+" aborted") {
 		t.Fatalf("reset abort: %s", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -155,6 +156,13 @@ var (
 	slotStatusDesc = prometheus.NewDesc("synchro_capture_slot_wal_status",
 		"1 for the stream's slot's wal_status (pg_replication_slots), 0 for the others; unreserved: the next checkpoint may invalidate it (lost).",
 		[]string{"status"}, nil)
+	resetPhaseDesc = prometheus.NewDesc("synchro_reset_phase",
+		"1 for the phase of the stream reset in progress (staging, catching_up, ready), 0 for the others; all 0 while none is.",
+		[]string{"phase"}, nil)
+	resetRowsDesc = prometheus.NewDesc("synchro_reset_rows_staged",
+		"Rows the baseline of the stream reset in progress staged (0 until the baseline commits); absent while no reset is in progress.", nil, nil)
+	resetLagDesc = prometheus.NewDesc("synchro_reset_catch_up_lag_bytes",
+		"WAL bytes between the staged catch-up of the stream reset in progress and its barrier (before the barrier: the current WAL position); absent unless a reset is catching up.", nil, nil)
 	slotSafeDesc = prometheus.NewDesc("synchro_capture_slot_safe_wal_bytes",
 		"WAL bytes that can still be written before the stream's slot is in danger of invalidation (pg_replication_slots.safe_wal_size); absent while max_slot_wal_keep_size is unlimited.", nil, nil)
 )
@@ -171,6 +179,9 @@ func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- checkDesc
 	ch <- slotStatusDesc
 	ch <- slotSafeDesc
+	ch <- resetPhaseDesc
+	ch <- resetRowsDesc
+	ch <- resetLagDesc
 }
 
 func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
@@ -188,6 +199,7 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+	collectReset(ctx, c.pool, ch)
 	st, err := db.New(c.pool).GetCaptureState(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
@@ -204,6 +216,35 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.SafeWalSize.Valid { // NULL: no safe size
 		ch <- prometheus.MustNewConstMetric(slotSafeDesc, prometheus.GaugeValue, float64(st.SafeWalSize.Int64))
+	}
+}
+
+// resetPhases are the phases of a stream reset in progress.
+var resetPhases = []string{"staging", "catching_up", "ready"}
+
+// collectReset exports the phase, staged rows and catch-up lag of the stream
+// reset in progress; nothing when the resets cannot be read.
+func collectReset(ctx context.Context, pool *pgxpool.Pool, ch chan<- prometheus.Metric) {
+	resets, err := db.New(pool).ResetStatus(ctx)
+	if err != nil {
+		return
+	}
+	var cur *db.ResetStatusRow
+	for i, r := range resets {
+		if slices.Contains(resetPhases, r.Phase) {
+			cur = &resets[i]
+			break
+		}
+	}
+	for _, phase := range resetPhases {
+		ch <- prometheus.MustNewConstMetric(resetPhaseDesc, prometheus.GaugeValue, gauge(cur != nil && cur.Phase == phase), phase)
+	}
+	if cur == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(resetRowsDesc, prometheus.GaugeValue, float64(cur.RowsStaged))
+	if cur.Phase == "catching_up" {
+		ch <- prometheus.MustNewConstMetric(resetLagDesc, prometheus.GaugeValue, float64(cur.DistanceBytes))
 	}
 }
 
