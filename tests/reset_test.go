@@ -279,13 +279,27 @@ func recoverByReset(t *testing.T, e *syncEnv, cause resetCause, run func() reset
 	}
 	requireScopeEqualsDocs(t, e, r, "u1")
 	e.requireConverged(t, r, "user:u1")
+
+	// A worker that takes over (here: started under another id, with the
+	// --slot the stream began with) streams the slot the reset switched to.
+	if err := e.w.stop(t); err != nil {
+		t.Fatalf("worker stopped with %v", err)
+	}
+	standby := e.cfg
+	standby.WorkerID = "standby"
+	e.w = startWorker(t, e.d, standby)
+	e.d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('after-takeover', 'u1', 'after')`)
+	waitMaterialized(t, e.d)
+	e.pullAll(t, "u1", "c1", 100, r)
+	requireScopeEqualsDocs(t, e, r, "u1")
 }
 
 // requireScopeEqualsDocs fails unless the replica's user:<user> scope holds
 // exactly the user's rows of app.docs, each once with its current title.
 func requireScopeEqualsDocs(t *testing.T, e *syncEnv, r *replica, user string) {
 	t.Helper()
-	want := rowsOf(t, e.d, `SELECT id || '=' || coalesce(title, '') FROM app.docs WHERE owner_id = $1 ORDER BY id`, user)
+	want := rowsOf(t, e.d, `SELECT id || '=' || coalesce(title, '') FROM app.docs WHERE owner_id = $1`, user)
+	sort.Strings(want)
 	var got []string
 	for k, row := range r.rows["user:"+user] {
 		id := strings.TrimSuffix(strings.TrimPrefix(k, `docs/{"id":"`), `"}`)
