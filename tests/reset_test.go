@@ -290,6 +290,7 @@ func recoverByReset(t *testing.T, e *syncEnv, cause resetCause, run func() reset
 	e.w = startWorker(t, e.d, standby)
 	e.d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('after-takeover', 'u1', 'after')`)
 	waitMaterialized(t, e.d)
+	waitCaptureReady(t, e.d)
 	e.pullAll(t, "u1", "c1", 100, r)
 	requireScopeEqualsDocs(t, e, r, "u1")
 }

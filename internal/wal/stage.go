@@ -92,29 +92,6 @@ func (w *Worker) stageDone(ctx context.Context) (bool, error) {
 	return err == nil && ack >= barrier, err
 }
 
-// stageSession is one session of a stage's catch-up: the candidate slot is
-// reconciled with the stage's durable positions and streamed into the stage.
-// Poison records are the active stream's and do not hold it; drift does.
-func (w *Worker) stageSession(ctx context.Context) error {
-	if err := w.checkPublication(ctx); err != nil {
-		return err
-	}
-	repl, err := w.replicationConn(ctx)
-	if err != nil {
-		return err
-	}
-	defer repl.Close(context.Background())
-	ack, err := w.reconcileSlot(ctx)
-	if err != nil {
-		return err
-	}
-	if err := w.catalogDrift(ctx); err != nil {
-		return err
-	}
-	s := &stream{w: w, conn: repl, ack: ack}
-	return s.run(ctx)
-}
-
 // resetHolds blocks the capture worker (errBlocked) while a stream reset is in
 // progress: the old stream stays blocked from the reset's start until its
 // activation (which switches the active slot this worker then streams) or its

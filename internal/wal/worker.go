@@ -342,28 +342,17 @@ func (w *Worker) step(s Step) error {
 
 // session holds the worker role (a session advisory lock), prepares the stream
 // and the slot, then streams until an error. A stage's session (CatchUp) runs
-// under its coordinator's reset lock instead and streams the candidate slot.
+// under its coordinator's reset lock instead, streams the candidate slot into
+// the stage, and is held neither by a reset nor by the active stream's poison
+// records; drift holds both.
 func (w *Worker) session(ctx context.Context) error {
-	if w.cfg.Stage != nil {
-		return w.stageSession(ctx)
+	if w.cfg.Stage == nil {
+		release, err := w.takeRole(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
-	lockConn, err := w.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer lockConn.Release()
-	locked, err := db.New(lockConn).TryWorkerLock(ctx)
-	if err != nil {
-		return err
-	}
-	if !locked {
-		return errStandby
-	}
-	if prev := w.getState(); prev != "blocked" && prev != "retrying" {
-		w.cfg.Log.Info("worker role acquired", "worker", w.cfg.WorkerID, "previous_state", prev)
-	}
-	defer db.New(lockConn).WorkerUnlock(context.Background()) //nolint:errcheck
-
 	if err := w.checkPublication(ctx); err != nil {
 		return err
 	}
@@ -373,11 +362,13 @@ func (w *Worker) session(ctx context.Context) error {
 	}
 	defer repl.Close(context.Background())
 
-	if err := w.ensureStream(ctx, repl); err != nil {
-		return err
-	}
-	if err := w.resetHolds(ctx); err != nil {
-		return err
+	if w.cfg.Stage == nil {
+		if err := w.ensureStream(ctx, repl); err != nil {
+			return err
+		}
+		if err := w.resetHolds(ctx); err != nil {
+			return err
+		}
 	}
 	ack, err := w.reconcileSlot(ctx)
 	if err != nil {
@@ -388,16 +379,42 @@ func (w *Worker) session(ctx context.Context) error {
 	if err := w.recordCatalog(ctx); err != nil {
 		return err
 	}
-	if blocked, err := w.poisonBlocks(ctx); err != nil {
-		return err
-	} else if blocked {
-		return errPoison
+	if w.cfg.Stage == nil {
+		if blocked, err := w.poisonBlocks(ctx); err != nil {
+			return err
+		} else if blocked {
+			return errPoison
+		}
 	}
 	if err := w.catalogDrift(ctx); err != nil {
 		return err
 	}
 	s := &stream{w: w, conn: repl, ack: ack}
 	return s.run(ctx)
+}
+
+// takeRole takes the worker role (errStandby while another worker holds it);
+// release lets go of it.
+func (w *Worker) takeRole(ctx context.Context) (release func(), err error) {
+	lockConn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	locked, err := db.New(lockConn).TryWorkerLock(ctx)
+	if err != nil || !locked {
+		lockConn.Release()
+		if err == nil {
+			err = errStandby
+		}
+		return nil, err
+	}
+	if prev := w.getState(); prev != "blocked" && prev != "retrying" {
+		w.cfg.Log.Info("worker role acquired", "worker", w.cfg.WorkerID, "previous_state", prev)
+	}
+	return func() {
+		db.New(lockConn).WorkerUnlock(context.Background()) //nolint:errcheck
+		lockConn.Release()
+	}, nil
 }
 
 func (w *Worker) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {

@@ -10,27 +10,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     removed jsonb := '{}';
+    t text;
     n bigint;
 BEGIN
     IF gen = (SELECT p.stream_generation FROM synchro.progress p) THEN
         RAISE EXCEPTION 'synchro: generation % is the active one', gen USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    DELETE FROM synchro.effect WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('effect', n);
-    DELETE FROM synchro.membership WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('membership', n);
-    DELETE FROM synchro.scope_digest WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('scope_digest', n);
-    DELETE FROM synchro.row_version WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('row_version', n);
-    DELETE FROM synchro.projection WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('projection', n);
-    DELETE FROM synchro.event_ledger WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('event_ledger', n);
-    DELETE FROM synchro.txn_ledger WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('txn_ledger', n);
-    DELETE FROM synchro.poison_txn WHERE stream_generation = gen;
-    GET DIAGNOSTICS n = ROW_COUNT; removed := removed || jsonb_build_object('poison_txn', n);
+    FOREACH t IN ARRAY ARRAY['effect', 'membership', 'scope_digest', 'row_version', 'projection', 'event_ledger',
+                             'txn_ledger', 'poison_txn'] LOOP
+        EXECUTE format('DELETE FROM synchro.%I WHERE stream_generation = $1', t) USING gen;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        removed := removed || jsonb_build_object(t, n);
+    END LOOP;
     RETURN removed;
 END
 $$;
