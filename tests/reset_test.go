@@ -280,6 +280,13 @@ func recoverByReset(t *testing.T, e *syncEnv, cause resetCause, run func() reset
 	requireScopeEqualsDocs(t, e, r, "u1")
 	e.requireConverged(t, r, "user:u1")
 
+	// History pruning reaches the stage's catch-up ledger too.
+	e.d.Exec(t, `SELECT synchro.prune_capture_history('0 seconds', 100000)`)
+	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.event_ledger l JOIN synchro.progress p USING (stream_generation)
+		WHERE l.commit_lsn < p.generation_start_lsn`); n != 0 {
+		t.Fatalf("%d event-ledger rows of the stage's catch-up survive history pruning", n)
+	}
+
 	// A worker that takes over (here: started under another id, with the
 	// --slot the stream began with) streams the slot the reset switched to.
 	if err := e.w.stop(t); err != nil {

@@ -10,7 +10,8 @@
 -- names the target generation and the candidate slot, with the barrier
 -- transaction's commit as the generation start (the complete baseline through
 -- the barrier) and its end as the processed and acknowledged boundary; the
--- stage's catch-up effects are removed (they were never exposed); the fences
+-- stage's catch-up effects are removed (they were never exposed), and its
+-- ledger is left to history pruning (synchro.prune_capture_history); the fences
 -- the stage materialized or covered stop holding their clients' pulls; the
 -- old generation's poison records are resolved. Every cursor and rebuild
 -- session of the old generation no longer resumes (they are bound to it).
@@ -66,6 +67,9 @@ BEGIN
         processed_end_lsn = r.barrier_end_lsn, acknowledged_end_lsn = r.barrier_end_lsn,
         registry_generation = r.registry_generation, caught_up_at = now(), updated_at = now();
     DELETE FROM synchro.effect e WHERE e.stream_generation = r.target_generation;
+    -- The stage's ledger lies before the generation start: history pruning
+    -- of the new generation starts at the baseline, so it prunes it too.
+    INSERT INTO synchro.capture_history (stream_generation, pruned_commit_lsn) VALUES (r.target_generation, r.baseline_lsn);
     DELETE FROM synchro.fence_pending p
     WHERE EXISTS (SELECT FROM synchro.reset_coverage c WHERE c.fence_id = p.fence_id AND c.reset_id = r.reset_id)
        OR EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = p.fence_id AND l.stream_generation = r.target_generation);
