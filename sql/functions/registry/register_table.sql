@@ -132,14 +132,16 @@ BEGIN
             options->>'updated_at_column', options->>'deleted_at_column', input)
     RETURNING table_id INTO tid;
     PERFORM synchro.install_capture(rid);
-    -- Rule evaluation finds rows by the columns path and members rules follow.
-    IF compiled.normalized ->> 'kind' = 'path' THEN
+    -- Rule evaluation finds rows by the columns path and members rules follow
+    -- (the steps of a path, a members rule's with one too, walked backwards).
+    IF compiled.normalized ->> 'kind' IN ('path', 'members') AND compiled.normalized ? 'path' THEN
         FOR i IN 0 .. jsonb_array_length(compiled.normalized -> 'path') - 1 LOOP
             PERFORM synchro.ensure_projection_index(
                 CASE WHEN i = 0 THEN rid ELSE (compiled.normalized -> 'path' -> (i - 1) ->> 'relation_id')::bigint END,
                 compiled.normalized -> 'path' -> i ->> 'column');
         END LOOP;
-    ELSIF compiled.normalized ->> 'kind' = 'members' THEN
+    END IF;
+    IF compiled.normalized ->> 'kind' = 'members' THEN
         PERFORM synchro.ensure_projection_index((compiled.normalized ->> 'relation_id')::bigint, compiled.normalized ->> 'column');
     END IF;
     PERFORM synchro.activate_registry_generation(g);

@@ -14,6 +14,12 @@
 --   {"kind":"members","relation":"app.document_members","column":"document_id",
 --    "template":"user:{user_id}"}                 -- column: a foreign key to rel's key
 --                                                -- (optional when exactly one exists)
+--   {"kind":"members","path":["project_id"],"relation":"app.project_members",
+--    "column":"project_id","template":"user:{user_id}"}
+--                                                -- the members of the row the path reaches
+--                                                -- (steps as for path rules, through
+--                                                -- synchro.compile_rule_path); column: a
+--                                                -- foreign key to that relation's key
 --   {"kind":"sql","membership":"SELECT ... $1 ...","impacts":{"app.acl":"SELECT ... $1 ..."}}
 --                                                -- both may read, through synchro.projected,
 --                                                -- only rel and the relations impacts declares
@@ -25,11 +31,9 @@ AS $$
 DECLARE
     qname text := synchro.qualified_name(rel);
     kind text := rule->>'kind';
-    cur oid := rel;
-    hop jsonb;
-    hop_col name;
+    walk record;
+    parent oid;
     target oid;
-    hops jsonb := '[]';
     fk_count int;
     member_rel oid;
     member_col name;
@@ -65,55 +69,21 @@ BEGIN
         normalized := jsonb_build_object('kind', kind, 'template', rule->>'template');
     WHEN 'path' THEN
         PERFORM synchro.check_keys(rule, ARRAY['kind', 'path', 'template'], rel, 'scope_rule');
-        IF jsonb_typeof(rule->'path') IS DISTINCT FROM 'array' OR jsonb_array_length(rule->'path') = 0 THEN
-            RAISE EXCEPTION 'synchro: relation % rejected: path scope_rule needs a non-empty "path" array', qname
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        FOR hop IN SELECT * FROM jsonb_array_elements(rule->'path') LOOP
-            IF jsonb_typeof(hop) = 'string' THEN
-                hop_col := hop #>> '{}';
-                PERFORM synchro.check_columns(cur, ARRAY[hop_col], 'path scope_rule');
-                SELECT count(*), min(c.confrelid) INTO fk_count, target
-                FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-                WHERE c.conrelid = cur AND c.contype = 'f' AND cardinality(c.conkey) = 1 AND a.attname = hop_col;
-                IF fk_count <> 1 THEN
-                    RAISE EXCEPTION 'synchro: relation % rejected: path column "%" of % has % single-column foreign keys; name the target with {"column": ..., "references": "schema.table"}',
-                        qname, hop_col, synchro.qualified_name(cur), fk_count
-                        USING ERRCODE = 'invalid_parameter_value';
-                END IF;
-                PERFORM synchro.check_reference(cur, hop_col, target, true, rel, 'path scope_rule');
-            ELSIF jsonb_typeof(hop) = 'object' THEN
-                PERFORM synchro.check_keys(hop, ARRAY['column', 'references'], rel, 'path scope_rule step');
-                hop_col := hop->>'column';
-                PERFORM synchro.check_columns(cur, ARRAY[hop_col], 'path scope_rule');
-                target := synchro.resolve_relation_name(hop->>'references', 'relation ' || qname || ' path scope_rule');
-                -- Without a foreign key the step declares the reference; with one, it must be this one.
-                PERFORM synchro.check_reference(cur, hop_col, target, false, rel, 'path scope_rule');
-            ELSE
-                RAISE EXCEPTION 'synchro: relation % rejected: each path step is a column name or {"column": ..., "references": ...}', qname
-                    USING ERRCODE = 'invalid_parameter_value';
-            END IF;
-            IF target = rel THEN
-                RAISE EXCEPTION 'synchro: relation % rejected: path scope_rule may not return to the table itself', qname
-                    USING ERRCODE = 'invalid_parameter_value';
-            END IF;
-            IF cur = rel THEN
-                columns := ARRAY[hop_col];
-            ELSE
-                -- cur is registered by now; its projection must hold the column followed.
-                PERFORM synchro.dependency_relation(cur, ARRAY[hop_col], g, 'relation ' || qname || ' path scope_rule');
-            END IF;
-            -- The target is captured whole, so later steps and the template can read it.
-            hops := hops || jsonb_build_object('column', hop_col,
-                                               'relation_id', synchro.dependency_relation(target, '{}', g, 'relation ' || qname || ' path scope_rule'),
-                                               'relation', synchro.qualified_name(target));
-            cur := target;
-        END LOOP;
-        PERFORM synchro.dependency_relation(cur, synchro.template_columns(rule->>'template', cur, 'path scope_rule'),
+        walk := synchro.compile_rule_path(rel, rule->'path', g, 'path', 'path scope_rule');
+        columns := ARRAY[walk.first_column];
+        PERFORM synchro.dependency_relation(walk.last, synchro.template_columns(rule->>'template', walk.last, 'path scope_rule'),
                                             g, 'relation ' || qname || ' path scope_rule');
-        normalized := jsonb_build_object('kind', kind, 'path', hops, 'template', rule->>'template');
+        normalized := jsonb_build_object('kind', kind, 'path', walk.hops, 'template', rule->>'template');
     WHEN 'members' THEN
-        PERFORM synchro.check_keys(rule, ARRAY['kind', 'relation', 'column', 'template'], rel, 'scope_rule');
+        PERFORM synchro.check_keys(rule, ARRAY['kind', 'path', 'relation', 'column', 'template'], rel, 'scope_rule');
+        -- With a path, the membership rows are those of the row the path reaches.
+        parent := rel;
+        columns := '{}';
+        IF rule ? 'path' THEN
+            walk := synchro.compile_rule_path(rel, rule->'path', g, 'members scope_rule path', 'members scope_rule path');
+            parent := walk.last;
+            columns := ARRAY[walk.first_column];
+        END IF;
         member_rel := synchro.resolve_relation_name(rule->>'relation', 'relation ' || qname || ' members scope_rule');
         IF rule ? 'column' THEN
             member_col := rule->>'column';
@@ -121,21 +91,24 @@ BEGIN
         ELSE
             SELECT count(*), min(a.attname) INTO fk_count, member_col
             FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-            WHERE c.conrelid = member_rel AND c.confrelid = rel AND c.contype = 'f' AND cardinality(c.conkey) = 1;
+            WHERE c.conrelid = member_rel AND c.confrelid = parent AND c.contype = 'f' AND cardinality(c.conkey) = 1;
             IF fk_count <> 1 THEN
-                RAISE EXCEPTION 'synchro: relation % rejected: members relation % has % single-column foreign keys to it; name the referencing "column"',
-                    qname, synchro.qualified_name(member_rel), fk_count
+                RAISE EXCEPTION 'synchro: relation % rejected: members relation % has % single-column foreign keys to %; name the referencing "column"',
+                    qname, synchro.qualified_name(member_rel), fk_count,
+                    CASE WHEN parent = rel THEN 'it' ELSE synchro.qualified_name(parent) || ' (the relation the path reaches)' END
                     USING ERRCODE = 'invalid_parameter_value';
             END IF;
         END IF;
-        PERFORM synchro.check_reference(member_rel, member_col, rel, true, rel, 'members scope_rule');
+        PERFORM synchro.check_reference(member_rel, member_col, parent, true, rel, 'members scope_rule');
         PERFORM synchro.template_columns(rule->>'template', member_rel, 'members scope_rule');
         normalized := jsonb_build_object('kind', kind, 'column', member_col, 'template', rule->>'template',
                                          'relation_id', synchro.dependency_relation(member_rel,
                                              member_col || synchro.template_columns(rule->>'template', member_rel, 'members scope_rule'),
                                              g, 'relation ' || qname || ' members scope_rule'),
                                          'relation', synchro.qualified_name(member_rel));
-        columns := '{}';
+        IF rule ? 'path' THEN
+            normalized := normalized || jsonb_build_object('path', walk.hops);
+        END IF;
     WHEN 'sql' THEN
         PERFORM synchro.check_keys(rule, ARRAY['kind', 'membership', 'impacts'], rel, 'scope_rule');
         IF jsonb_typeof(rule->'membership') IS DISTINCT FROM 'string' THEN
