@@ -581,14 +581,24 @@ func (s *sim) startReset() {
 	cfg.Reason = fmt.Sprintf("convergence simulation, step %d", s.step)
 	cfg.Log = slog.New(slog.NewTextHandler(s.resetLog, nil))
 	passed := map[reset.Point]bool{} // the coordinator's goroutine's own
+	quit := make(chan struct{})      // the test ended (failed) while it was held
+	s.t.Cleanup(func() { close(quit) })
 	cfg.AfterPoint = func(p reset.Point) error {
 		if r.holds[p] == 0 || passed[p] {
 			return nil
 		}
 		passed[p] = true
-		r.at <- p
-		<-r.proceed
-		return nil
+		select {
+		case r.at <- p:
+		case <-quit:
+			return errors.New("the test ended")
+		}
+		select {
+		case <-r.proceed:
+			return nil
+		case <-quit:
+			return errors.New("the test ended")
+		}
 	}
 	go func() {
 		res, err := reset.Run(context.Background(), cfg)
