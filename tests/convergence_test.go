@@ -3,10 +3,12 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/synchro-sync/synchro/client"
 	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/reset"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
 
@@ -196,6 +199,13 @@ type sim struct {
 	crashes      int
 	customAssign bool
 
+	// stream reset (see startReset)
+	nextReset int           // step at which the next stream reset starts (-1: never)
+	resetting *runningReset // the reset running beside the steps (nil: none)
+	activated []string      // ids of the activated resets, oldest first
+	retireAt  int           // step at which the old generation of the last activated reset is retired (-1: never)
+	resetLog  *lockedBuffer // the coordinators' logs, for a failure message
+
 	step    int
 	final   bool // the faults stopped: settling and checking
 	started time.Time
@@ -208,7 +218,8 @@ type sim struct {
 func TestConvergence(t *testing.T) {
 	plan := simPlanFromEnv(t)
 	t.Logf("convergence simulation: SYNCHRO_SEED=%d, %s, %d clients over %d users", plan.seed, plan, simClients, len(simUsers))
-	s := &sim{t: t, plan: plan, rng: rand.New(rand.NewPCG(plan.seed, 0x5eed)), stats: map[string]int{}, nextCrash: -1, restartAt: -1}
+	s := &sim{t: t, plan: plan, rng: rand.New(rand.NewPCG(plan.seed, 0x5eed)), stats: map[string]int{}, nextCrash: -1, restartAt: -1,
+		nextReset: -1, retireAt: -1, resetLog: &lockedBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the last steps before the failure:\n  %s", strings.Join(s.recent, "\n  "))
@@ -253,6 +264,15 @@ func (s *sim) setup() {
 	} else {
 		t.Logf("WARNING: SYNCHRO_TEST_PGDATA is not set: the PostgreSQL immediate-shutdown fault is NOT exercised (run through scripts/with-cluster.sh, as make test and make soak do)")
 	}
+	// A stream reset in the middle of the chaos phase (then periodically, in a
+	// run that lasts a duration); the slots it creates go at the end of the
+	// test, once the worker stopped (dropResetSlots).
+	if s.plan.steps > 0 {
+		s.nextReset = s.plan.steps/4 + s.rng.IntN(s.plan.steps/2+1)
+	} else {
+		s.nextReset = 60 + s.rng.IntN(120)
+	}
+	dropResetSlots(t, s.e)
 
 	// The worker runs with the crash hook from now on.
 	s.hook = &workerHook{}
@@ -357,8 +377,21 @@ func (s *sim) run() {
 			break
 		}
 		s.maintainWorker()
+		s.maintainReset(false)
 		if s.step == s.nextCrash {
-			s.crashPostgres()
+			if s.resetting != nil {
+				s.nextCrash++ // not while a reset runs: see startReset
+			} else {
+				s.crashPostgres()
+				continue
+			}
+		}
+		if s.nextReset >= 0 && s.step >= s.nextReset && s.resetting == nil {
+			s.startReset()
+			continue
+		}
+		if s.retireAt >= 0 && s.step >= s.retireAt {
+			s.retireReset()
 			continue
 		}
 		switch r := s.rng.IntN(100); {
@@ -491,6 +524,212 @@ func (s *sim) crashPostgres() {
 	if s.plan.duration > 0 {
 		s.nextCrash = s.step + 300 + s.rng.IntN(400)
 	}
+}
+
+// runningReset is a stream reset coordinator (reset.Run) running on a
+// goroutine of its own beside the simulation's steps.
+type runningReset struct {
+	step   int // the step it started at
+	retire bool
+	delay  int // steps between its activation and its retirement
+	done   chan resetOutcome
+
+	// The coordinator is held at some of its points (reset.Config.AfterPoint)
+	// for a few steps, so that the steps' writes and syncs land in each window
+	// of the reset: holds is the steps at each point (fixed at the start);
+	// the coordinator sends the point it waits at on at and goes on when
+	// proceed is sent.
+	holds   map[reset.Point]int
+	at      chan reset.Point
+	proceed chan struct{}
+	held    reset.Point // the point it waits at ("": none)
+	heldAt  int         // the step since which
+}
+
+type resetOutcome struct {
+	res reset.Result
+	err error
+}
+
+// startReset starts a stream reset that ends activated (reset.Run with
+// Activate), on a goroutine, and returns: the simulation keeps taking its
+// steps while the reset blocks the old stream, stages its baseline under the
+// candidate slot's exported snapshot, catches up through its barrier and
+// activates the new generation, so replicas write, push and sync (pulls answer
+// 503 not_ready until the activation; after it, every old cursor is answered
+// with its scope in rebuild and the SDK rebuilds it by itself), the server
+// writes and assignments change throughout. The worker keeps running (blocked
+// while the reset holds the old stream; after the activation it follows the
+// active-slot pointer to the candidate slot by itself); its kills and crash
+// hooks go on meanwhile, but no PostgreSQL crash hits a running reset (the
+// coordinator is not meant to survive one in mid-statement; its own crash tests
+// cover that): crashPostgres waits for it. maintainReset notices the end
+// (finish waits for it before the final phase); half of the resets have their
+// old generation retired a few steps after the activation (retireReset).
+func (s *sim) startReset() {
+	r := &runningReset{step: s.step, retire: s.rng.IntN(2) == 0, delay: s.rng.IntN(20), done: make(chan resetOutcome, 1),
+		holds: map[reset.Point]int{}, at: make(chan reset.Point), proceed: make(chan struct{})}
+	// Held after the candidate slot exists (writes after its consistent point,
+	// before the baseline), inside the baseline transaction (after its first
+	// relation), after the baseline (before the barrier), after the barrier
+	// (catch-up pending) and once verified (before the activation).
+	for _, p := range []reset.Point{reset.PointSlotCreated, reset.PointStaging, reset.PointBaselined, reset.PointBarrier, reset.PointReady} {
+		r.holds[p] = s.rng.IntN(4)
+	}
+	s.logf("stream reset started (held at %v; retire the old generation afterwards: %v)", r.holds, r.retire)
+	cfg := resetConfig(s.e.d, true)
+	cfg.Reason = fmt.Sprintf("convergence simulation, step %d", s.step)
+	cfg.Log = slog.New(slog.NewTextHandler(s.resetLog, nil))
+	passed := map[reset.Point]bool{} // the coordinator's goroutine's own
+	quit := make(chan struct{})      // the test ended (failed) while it was held
+	s.t.Cleanup(func() { close(quit) })
+	cfg.AfterPoint = func(p reset.Point) error {
+		if r.holds[p] == 0 || passed[p] {
+			return nil
+		}
+		passed[p] = true
+		select {
+		case r.at <- p:
+		case <-quit:
+			return errors.New("the test ended")
+		}
+		select {
+		case <-r.proceed:
+			return nil
+		case <-quit:
+			return errors.New("the test ended")
+		}
+	}
+	go func() {
+		res, err := reset.Run(context.Background(), cfg)
+		r.done <- resetOutcome{res, err}
+	}()
+	s.resetting = r
+	s.stats["stream resets started"]++
+	if s.plan.duration > 0 {
+		s.nextReset = s.step + 300 + s.rng.IntN(400)
+	} else {
+		s.nextReset = -1
+	}
+}
+
+// maintainReset notices the end of the running reset (waits for it, with
+// wait): it must have activated the new generation.
+func (s *sim) maintainReset(wait bool) {
+	r := s.resetting
+	if r == nil {
+		return
+	}
+	var o resetOutcome
+	if wait {
+		if r.held != "" {
+			r.proceed <- struct{}{}
+		}
+		deadline := time.After(3 * time.Minute)
+	waiting:
+		for {
+			select {
+			case <-r.at:
+				r.proceed <- struct{}{}
+			case o = <-r.done:
+				break waiting
+			case <-deadline:
+				s.t.Fatalf("the stream reset started at step %d did not end within 3 minutes; its log:\n%s", r.step, s.resetLog)
+			}
+		}
+	} else {
+		if r.held == "" {
+			select {
+			case p := <-r.at:
+				r.held, r.heldAt = p, s.step
+				s.logf("stream reset held at %s for %d steps", p, r.holds[p])
+				s.stats["stream reset holds at "+string(p)]++
+			default:
+			}
+		}
+		if r.held != "" && s.step-r.heldAt >= r.holds[r.held] {
+			s.logf("stream reset goes on after %s", r.held)
+			r.held = ""
+			r.proceed <- struct{}{}
+		}
+		select {
+		case o = <-r.done:
+		default:
+			return
+		}
+	}
+	s.resetting = nil
+	if o.err != nil || o.res.Phase != "activated" {
+		s.t.Fatalf("the stream reset started at step %d ended %q with %v, want activated; its log:\n%s", r.step, o.res.Phase, o.err, s.resetLog)
+	}
+	s.logf("stream reset %s (started at step %d) activated", o.res.ResetID, r.step)
+	s.activated = append(s.activated, o.res.ResetID)
+	s.stats["stream resets activated"]++
+	s.stats["steps taken beside a running stream reset"] += s.step - r.step
+	if r.retire {
+		s.retireAt = s.step + r.delay
+	}
+}
+
+// retireReset retires the last activated reset (synchro.retire_reset: the old
+// slot and the old generation's derived state go) once nothing streams the
+// old slot any more: the worker leaves it when it follows the active-slot
+// pointer after the activation.
+func (s *sim) retireReset() {
+	id := s.activated[len(s.activated)-1]
+	s.retireAt = -1
+	waitFor(s.t, "the worker to leave the old slot after the activation", 60*time.Second, func() (bool, error) {
+		var inUse bool
+		err := s.e.d.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM synchro.stream_reset r
+			JOIN pg_replication_slots s ON s.slot_name = r.source_slot WHERE r.reset_id = $1 AND s.active)`, id).Scan(&inUse)
+		return !inUse, err
+	})
+	removed := queryText(s.t, s.e.d, `SELECT retirement::text FROM synchro.retire_reset($1)`, id)
+	s.logf("stream reset %s retired: %s", id, removed)
+	s.stats["stream resets retired"]++
+}
+
+// activeGeneration is the stream generation synchro.progress names.
+func (s *sim) activeGeneration() string {
+	return queryText(s.t, s.e.d, `SELECT stream_generation::text FROM synchro.progress`)
+}
+
+// cursorGenerations is the replica's scopes -> the stream generation its
+// cursor is bound to ("" for a scope without a cursor). The test reads the
+// cursor's payload (base64url JSON ["c", generation, scope, client, epoch,
+// position...], synchro.sign_token); the SDK never does.
+func (s *sim) cursorGenerations(c *simClient) map[string]string {
+	rows, err := c.DB().Query(`SELECT scope, cursor FROM _synchro_scopes`)
+	if err != nil {
+		s.t.Fatalf("%s: reading the cursors: %v", c.name, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var scope string
+		var cursor *string
+		if err := rows.Scan(&scope, &cursor); err != nil {
+			s.t.Fatal(err)
+		}
+		out[scope] = ""
+		if cursor == nil {
+			continue
+		}
+		payload, _, _ := strings.Cut(*cursor, ".")
+		raw, err := base64.RawURLEncoding.DecodeString(payload)
+		var parts []string
+		if err == nil {
+			err = json.Unmarshal(raw, &parts)
+		}
+		if err != nil || len(parts) < 2 || parts[0] != "c" {
+			s.t.Fatalf("%s: scope %s: cursor %q is not a scope cursor (%v)", c.name, scope, *cursor, err)
+		}
+		out[scope] = parts[1]
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatal(err)
+	}
+	return out
 }
 
 func (s *sim) pgScript(args ...string) {
@@ -648,7 +887,10 @@ func (s *sim) pickClient() *simClient { return s.clients[s.rng.IntN(len(s.client
 // than the server's contents and the checksum caught it).
 func (s *sim) sync(c *simClient) {
 	timeout := 20 * time.Second
-	if !s.workerUp || s.pgDown {
+	if !s.workerUp || s.pgDown || s.resetting != nil {
+		// Pulls answer 503 (capture_pending, or not_ready with Retry-After: 1
+		// while a reset runs) until capture is back: an application gives up
+		// soon.
 		timeout = 2 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -658,6 +900,7 @@ func (s *sim) sync(c *simClient) {
 	}
 	c.ft.requests = 0
 	before := s.syncedScopes(c)
+	gens := s.cursorGenerations(c)
 	epochs, epochsKnown := s.scopeEpochs(c)
 	start := time.Now()
 	rep, err := c.SyncReport(ctx)
@@ -688,16 +931,28 @@ func (s *sim) sync(c *simClient) {
 		return false
 	}
 	for _, scope := range rep.Rebuilt {
-		if before[scope] && !reassigned(scope) {
+		if before[scope] && !reassigned(scope) && !s.staleGeneration(gens, scope) {
 			s.healing = append(s.healing, fmt.Sprintf("step %d %s %s", s.step, c.name, scope))
 			s.t.Fatalf("%s: scope %s had a cursor before the sync and was rebuilt: the pull delivered changes whose checksum does not match the server's (lost, duplicated or wrong changes)", c.name, scope)
 		}
 	}
 	for scope, synced := range after {
-		if before[scope] && !synced && !reassigned(scope) {
+		if before[scope] && !synced && !reassigned(scope) && !s.staleGeneration(gens, scope) {
 			s.t.Fatalf("%s: scope %s had a cursor before the sync and lost it: the pull's checksum did not match the server's (lost, duplicated or wrong changes)", c.name, scope)
 		}
 	}
+}
+
+// staleGeneration reports whether the cursor scope had (gens, from
+// cursorGenerations) is bound to a stream generation that is not the active
+// one: after a stream reset's activation the server answers it with the scope
+// in rebuild, so the scope loses its cursor and is rebuilt.
+func (s *sim) staleGeneration(gens map[string]string, scope string) bool {
+	if gens[scope] == "" || gens[scope] == s.activeGeneration() {
+		return false
+	}
+	s.stats["cursors of an earlier stream generation rebuilt"]++
+	return true
 }
 
 // scopeEpochs is the server's assignment epoch of each scope of c's set
@@ -1147,6 +1402,10 @@ func (s *sim) finish() {
 	t := s.t
 	s.final = true
 	s.chaos = false
+	s.maintainReset(true)
+	if s.retireAt >= 0 {
+		s.retireReset()
+	}
 	s.hook.arm("", 0)
 	if s.workerUp {
 		if ok, _ := workerExited(s.e.w); ok {
@@ -1164,13 +1423,14 @@ func (s *sim) finish() {
 		for _, c := range s.clients {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			before := s.syncedScopes(c)
+			gens := s.cursorGenerations(c)
 			rep, err := c.SyncReport(ctx)
 			cancel()
 			if err != nil {
 				t.Fatalf("%s: sync after the faults stopped (round %d): %v", c.name, round, err)
 			}
 			for _, scope := range rep.Rebuilt {
-				if before[scope] {
+				if before[scope] && !s.staleGeneration(gens, scope) {
 					t.Fatalf("%s: scope %s had a cursor and was rebuilt while settling: a pull's checksum did not match the server's", c.name, scope)
 				}
 			}
@@ -1194,11 +1454,24 @@ func (s *sim) finish() {
 	s.report(outcomes)
 }
 
+// coveredByBaseline is true for a fence f that the baseline of the stream
+// reset which started the active generation (p, synchro.progress) covers: its
+// coverage record, or, once the reset is retired (its coverage records went),
+// the fence's transaction visible in the reset's barrier snapshot (activation
+// verified that each of those is covered or materialized in the stage).
+const coveredByBaseline = `EXISTS (SELECT FROM synchro.stream_reset r WHERE r.target_generation = p.stream_generation
+	AND (EXISTS (SELECT FROM synchro.reset_coverage c WHERE c.reset_id = r.reset_id AND c.fence_id = f.fence_id)
+	     OR r.phase = 'retired' AND pg_visible_in_snapshot(f.xid, r.barrier_snapshot)))`
+
 // requireLedgers: every source transaction materialized once, every write's
-// fence reconciled with one event, no effect twice, digests and versions
-// consistent.
+// fence reconciled with one event (or covered by the baseline of the stream
+// reset that started the active generation), no effect twice, digests and
+// versions consistent. After a reset the old generation's state stays beside
+// the active one's until retirement: the checks of what is current look at
+// the active generation (synchro.progress) only.
 func (s *sim) requireLedgers() {
 	t, d := s.t, s.e.d
+	s.requireResets()
 	checks := []struct{ what, query string }{
 		{"duplicate effects in the effect ledger (stream_generation|scope|commit_lsn|event_ordinal|table_id|key|op|version|count)", `
 			SELECT stream_generation, scope, commit_lsn, event_ordinal, table_id, key, op, coalesce(version, ''), count(*)
@@ -1206,27 +1479,48 @@ func (s *sim) requireLedgers() {
 		{"events recorded twice in the event ledger (stream_generation|commit_lsn|event_ordinal|count)", `
 			SELECT stream_generation, commit_lsn, event_ordinal, count(*)
 			FROM synchro.event_ledger GROUP BY 1, 2, 3 HAVING count(*) > 1 LIMIT 20`},
+		// Over every generation: an old stream and a reset's stage never
+		// materialize the same write (the old stream is blocked from the
+		// reset's start, before its candidate slot exists).
 		{"fences reconciled with more than one event: a write materialized twice (fence_id|count)", `
 			SELECT fence_id, count(*) FROM synchro.event_ledger GROUP BY 1 HAVING count(*) > 1 LIMIT 20`},
-		{"fences never materialized or without their event: writes lost by capture (fence_id|op|key|client_id|mutation_id)", `
-			SELECT f.fence_id, f.op, f.key, f.client_id, f.mutation_id FROM synchro.fence f
-			WHERE NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id) LIMIT 20`},
+		{"fences neither materialized in the active generation nor covered by its baseline: writes lost by capture (fence_id|op|key|client_id|mutation_id)", `
+			SELECT f.fence_id, f.op, f.key, f.client_id, f.mutation_id FROM synchro.fence f, synchro.progress p
+			WHERE NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id AND l.stream_generation = p.stream_generation)
+			  AND NOT ` + coveredByBaseline + ` LIMIT 20`},
+		{"fences both covered by the active generation's baseline and materialized in it: a write applied twice (fence_id|op|key)", `
+			SELECT f.fence_id, f.op, f.key FROM synchro.fence f, synchro.progress p
+			WHERE EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id AND l.stream_generation = p.stream_generation)
+			  AND EXISTS (SELECT FROM synchro.reset_coverage c JOIN synchro.stream_reset r USING (reset_id)
+			              WHERE c.fence_id = f.fence_id AND r.target_generation = p.stream_generation) LIMIT 20`},
 		{"source transactions in the transaction ledger more than once (xid|count)", `
 			SELECT xid, count(*) FROM synchro.txn_ledger GROUP BY 1 HAVING count(*) > 1 LIMIT 20`},
-		{"committed source transactions (by the xid of their fences) missing from the transaction ledger (xid)", `
-			SELECT DISTINCT (f.xid::text::numeric % 4294967296)::bigint FROM synchro.fence f
-			WHERE NOT EXISTS (SELECT FROM synchro.txn_ledger l WHERE l.xid = (f.xid::text::numeric % 4294967296)::bigint) LIMIT 20`},
+		{"committed source transactions (by the xid of their fences) neither in the active generation's transaction ledger nor covered by its baseline (xid)", `
+			SELECT DISTINCT (f.xid::text::numeric % 4294967296)::bigint FROM synchro.fence f, synchro.progress p
+			WHERE NOT EXISTS (SELECT FROM synchro.txn_ledger l WHERE l.stream_generation = p.stream_generation
+			                  AND l.xid = (f.xid::text::numeric % 4294967296)::bigint)
+			  AND NOT ` + coveredByBaseline + ` LIMIT 20`},
 		{"mutations applied more than once (client_id|mutation_id|fences)", `
 			SELECT client_id, mutation_id, count(*) FROM synchro.fence WHERE mutation_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1 LIMIT 20`},
 		{"synced rows whose materialized version is not the live row's last version (table_id|key|live|materialized)", `
 			SELECT t.table_id, h.key, h.version, v.version
 			FROM synchro.row_head h
 			JOIN synchro.synced_table t ON t.relation_id = h.relation_id
+			CROSS JOIN synchro.progress p
 			LEFT JOIN LATERAL (SELECT v.version FROM synchro.row_version v WHERE v.table_id = t.table_id AND v.key = h.key
+			                   AND v.stream_generation = p.stream_generation
 			                   ORDER BY v.commit_lsn DESC LIMIT 1) v ON true
 			WHERE v.version IS DISTINCT FROM h.version LIMIT 20`},
-		{"stream generations (want exactly one: no restart of the stream from scratch)", `
-			SELECT count(DISTINCT stream_generation) FROM synchro.txn_ledger HAVING count(DISTINCT stream_generation) <> 1`},
+		{"stream generations in the transaction ledger other than the active one and the old generations of activated (not retired) resets: a restart of the stream from scratch (stream_generation)", `
+			SELECT DISTINCT l.stream_generation FROM synchro.txn_ledger l, synchro.progress p
+			WHERE l.stream_generation <> p.stream_generation
+			  AND NOT EXISTS (SELECT FROM synchro.stream_reset r WHERE r.source_generation = l.stream_generation AND r.phase = 'activated')`},
+		{"retired generations with state left (stream_generation)", `
+			SELECT r.source_generation FROM synchro.stream_reset r WHERE r.phase = 'retired' AND (
+			    EXISTS (SELECT FROM synchro.row_version v WHERE v.stream_generation = r.source_generation)
+			 OR EXISTS (SELECT FROM synchro.membership m WHERE m.stream_generation = r.source_generation)
+			 OR EXISTS (SELECT FROM synchro.txn_ledger l WHERE l.stream_generation = r.source_generation)
+			 OR EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = r.source_slot))`},
 	}
 	for _, c := range checks {
 		if bad := rowsOf(t, d, c.query); len(bad) > 0 {
@@ -1235,6 +1529,30 @@ func (s *sim) requireLedgers() {
 	}
 	requireDigests(t, d)
 	requireEffectVersions(t, d)
+}
+
+// requireResets: the resets the simulation ran are the database's (each
+// activated, or retired when the simulation retired it, no other), and the
+// active generation and slot are those of the last one.
+func (s *sim) requireResets() {
+	t, d := s.t, s.e.d
+	got := rowsOf(t, d, `SELECT reset_id::text, phase FROM synchro.stream_reset ORDER BY started_at`)
+	if len(got) != len(s.activated) {
+		t.Fatalf("stream resets in the database %v, the simulation activated %v", got, s.activated)
+	}
+	for i, id := range s.activated {
+		if p := strings.SplitN(got[i], "|", 2); p[0] != id || p[1] != "activated" && p[1] != "retired" {
+			t.Fatalf("stream reset %d is %s, want %s activated or retired", i, got[i], id)
+		}
+	}
+	if len(s.activated) == 0 {
+		return
+	}
+	last := s.activated[len(s.activated)-1]
+	if got := queryText(t, d, `SELECT (p.stream_generation = r.target_generation) || ' ' || (p.slot_name = r.candidate_slot)
+		FROM synchro.progress p, synchro.stream_reset r WHERE r.reset_id = $1`, last); got != "true true" {
+		t.Fatalf("the active generation and slot are not those of the last reset %s (generation, slot: %s)", last, got)
+	}
 }
 
 // requireMutations: every mutation c put on the wire has exactly one recorded
@@ -1380,11 +1698,13 @@ func (s *sim) explainRow(c *simClient, k string) string {
 	for _, line := range rowsOf(s.t, s.e.d, `
 		WITH t AS (SELECT table_id FROM synchro.synced_table WHERE name = $1)
 		SELECT 'server image: ' || coalesce((SELECT v.image::text FROM synchro.synced_row r JOIN synchro.row_version v ON v.version = r.version
+		                                     JOIN synchro.progress p ON p.stream_generation = v.stream_generation
 		                                     WHERE r.table_id = t.table_id AND r.key = $2), '<none>')
 		FROM t
 		UNION ALL
-		SELECT 'membership edges: ' || coalesce((SELECT string_agg(m.scope || ' [' || m.from_lsn || ', ' || coalesce(m.to_lsn::text, 'open') || ')', '; ' ORDER BY m.from_lsn)
-		                                         FROM synchro.membership m WHERE m.table_id = t.table_id AND m.key = $2), '<none>')
+		SELECT 'membership edges (active generation): ' || coalesce((SELECT string_agg(m.scope || ' [' || m.from_lsn || ', ' || coalesce(m.to_lsn::text, 'open') || ')', '; ' ORDER BY m.from_lsn)
+		                                         FROM synchro.membership m JOIN synchro.progress p USING (stream_generation)
+		                                         WHERE m.table_id = t.table_id AND m.key = $2), '<none>')
 		FROM t`, table, key) {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
@@ -1470,6 +1790,7 @@ func (s *sim) report(outcomes map[string]int) {
 		{"ownership transfers", s.stats["ownership transfers"]},
 		{"membership changes", s.stats["membership changes"]},
 		{"scope assignment changes", s.stats["scope assignment changes"]},
+		{"activated stream resets", s.stats["stream resets activated"]},
 	} {
 		if need.n == 0 {
 			t.Fatalf("the run exercised no %s: the simulation is too short or its mix is broken", need.what)

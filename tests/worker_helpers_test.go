@@ -117,12 +117,17 @@ func waitMaterialized(t *testing.T, d *testdb.DB) {
 		t.Fatal(err)
 	}
 	// A fence is materialized once the event ledger names it, or (after a
-	// stream reset) the activated baseline covers it; a schema of an earlier
-	// version (an upgrade test's) has no resets.
+	// stream reset) the activated baseline covers it; once the reset is retired
+	// its coverage records are gone (and so is the old generation's event
+	// ledger), but its activation verified every fence of a transaction visible
+	// in its barrier snapshot. A schema of an earlier version (an upgrade
+	// test's) has no resets.
 	covered := `false`
 	if queryBool(t, d, `SELECT to_regclass('synchro.reset_coverage') IS NOT NULL`) {
-		covered = `EXISTS (SELECT FROM synchro.reset_coverage c JOIN synchro.stream_reset r USING (reset_id)
-		                   WHERE c.fence_id = f.fence_id AND r.phase IN ('activated', 'retired'))`
+		covered = `(EXISTS (SELECT FROM synchro.reset_coverage c JOIN synchro.stream_reset r USING (reset_id)
+		                    WHERE c.fence_id = f.fence_id AND r.phase IN ('activated', 'retired'))
+		            OR EXISTS (SELECT FROM synchro.stream_reset r
+		                       WHERE r.phase = 'retired' AND pg_visible_in_snapshot(f.xid, r.barrier_snapshot)))`
 	}
 	waitFor(t, "materialization", 30*time.Second, func() (bool, error) {
 		var ok bool
@@ -448,8 +453,10 @@ func rowsOf(t *testing.T, d *testdb.DB, sql string, args ...any) []string {
 // requireDigests checks every recorded scope digest against the membership
 // edges and row versions: at each (scope, commit) it is the sum mod 2^32 of the
 // checksums of the row versions current at that commit over the rows whose edge
-// is open there, and row_count is their number. The latest digest of each scope
-// also equals the sum over the open edges and synchro.synced_row.
+// is open there, and row_count is their number, all within the digest's stream
+// generation (after a stream reset the old generation's state stays until
+// retirement). The latest digest of each scope of the active generation also
+// equals the sum over its open edges and synchro.synced_row.
 func requireDigests(t *testing.T, d *testdb.DB) {
 	t.Helper()
 	bad := rowsOf(t, d, `
@@ -459,7 +466,8 @@ func requireDigests(t *testing.T, d *testdb.DB) {
 			SELECT coalesce(sum(v.checksum), 0) AS total, count(*) AS n
 			FROM synchro.membership m
 			CROSS JOIN LATERAL (SELECT rv.checksum FROM synchro.row_version rv
-			                    WHERE rv.table_id = m.table_id AND rv.key = m.key AND rv.commit_lsn <= sd.commit_lsn
+			                    WHERE rv.stream_generation = sd.stream_generation
+			                      AND rv.table_id = m.table_id AND rv.key = m.key AND rv.commit_lsn <= sd.commit_lsn
 			                    ORDER BY rv.commit_lsn DESC LIMIT 1) v
 			WHERE m.stream_generation = sd.stream_generation AND m.scope = sd.scope
 			  AND m.from_lsn <= sd.commit_lsn AND (m.to_lsn IS NULL OR m.to_lsn > sd.commit_lsn)) x
@@ -468,9 +476,11 @@ func requireDigests(t *testing.T, d *testdb.DB) {
 		t.Fatalf("scope digests disagree with the membership edges (scope|commit|digest|row_count|want digest|want count): %v", bad)
 	}
 	bad = rowsOf(t, d, `
-		WITH latest AS (SELECT DISTINCT ON (scope) scope, digest, row_count FROM synchro.scope_digest ORDER BY scope, commit_lsn DESC),
+		WITH latest AS (SELECT DISTINCT ON (scope) scope, digest, row_count FROM synchro.scope_digest
+		                JOIN synchro.progress p USING (stream_generation) ORDER BY scope, commit_lsn DESC),
 		     open AS (SELECT m.scope, sum(s.checksum) AS total, count(*) AS n
-		              FROM synchro.membership m JOIN synchro.synced_row s USING (table_id, key)
+		              FROM synchro.membership m JOIN synchro.progress p USING (stream_generation)
+		              JOIN synchro.synced_row s USING (table_id, key)
 		              WHERE m.to_lsn IS NULL GROUP BY m.scope)
 		SELECT scope, l.digest, l.row_count, coalesce(o.total, 0) % 4294967296, coalesce(o.n, 0)
 		FROM latest l FULL JOIN open o USING (scope)
@@ -478,7 +488,7 @@ func requireDigests(t *testing.T, d *testdb.DB) {
 	if len(bad) > 0 {
 		t.Fatalf("latest scope digests disagree with synced_row over open membership (scope|digest|row_count|sum|count): %v", bad)
 	}
-	if n := queryInt(t, d, `SELECT count(*) FROM synchro.membership m WHERE m.to_lsn IS NULL
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.membership m JOIN synchro.progress p USING (stream_generation) WHERE m.to_lsn IS NULL
 		AND NOT EXISTS (SELECT FROM synchro.synced_row s WHERE s.table_id = m.table_id AND s.key = m.key)`); n != 0 {
 		t.Fatalf("%d open membership edges of rows without a current version", n)
 	}
@@ -515,15 +525,17 @@ func logTo(cfg *wal.Config) *lockedBuffer {
 }
 
 // requireEffectVersions checks that every upsert effect carries the row version
-// current at its commit (the latest row_version of the row at or before it,
-// with an image) and every delete carries none.
+// current at its commit (the latest row_version of the row in the effect's
+// stream generation at or before it, with an image) and every delete carries
+// none.
 func requireEffectVersions(t *testing.T, d *testdb.DB) {
 	t.Helper()
 	bad := rowsOf(t, d, `
 		SELECT e.scope, e.commit_lsn::text, e.table_id, e.key, e.op, e.version, cur.version
 		FROM synchro.effect e
 		LEFT JOIN LATERAL (SELECT rv.version, rv.image FROM synchro.row_version rv
-		                   WHERE rv.table_id = e.table_id AND rv.key = e.key AND rv.commit_lsn <= e.commit_lsn
+		                   WHERE rv.stream_generation = e.stream_generation
+		                     AND rv.table_id = e.table_id AND rv.key = e.key AND rv.commit_lsn <= e.commit_lsn
 		                   ORDER BY rv.commit_lsn DESC LIMIT 1) cur ON true
 		WHERE (e.op = 'upsert' AND (e.version IS DISTINCT FROM cur.version OR cur.image IS NULL))
 		   OR (e.op = 'delete' AND e.version IS NOT NULL)`)
