@@ -174,6 +174,10 @@ func (h *workerHook) arm(s wal.Step, skip int) {
 // sim is the simulation's driver. Everything but the worker and the hook runs
 // on the test goroutine (the SDK's HTTP round trips included).
 type sim struct {
+	// retiredFences counts, per "client_id/mutation_id", the push fences that
+	// stream reset retirements removed.
+	retiredFences map[string]int
+
 	t    *testing.T
 	e    *syncEnv
 	plan simPlan
@@ -218,7 +222,7 @@ type sim struct {
 func TestConvergence(t *testing.T) {
 	plan := simPlanFromEnv(t)
 	t.Logf("convergence simulation: SYNCHRO_SEED=%d, %s, %d clients over %d users", plan.seed, plan, simClients, len(simUsers))
-	s := &sim{t: t, plan: plan, rng: rand.New(rand.NewPCG(plan.seed, 0x5eed)), stats: map[string]int{}, nextCrash: -1, restartAt: -1,
+	s := &sim{t: t, plan: plan, rng: rand.New(rand.NewPCG(plan.seed, 0x5eed)), stats: map[string]int{}, retiredFences: map[string]int{}, nextCrash: -1, restartAt: -1,
 		nextReset: -1, retireAt: -1, resetLog: &lockedBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -684,6 +688,15 @@ func (s *sim) retireReset() {
 			JOIN pg_replication_slots s ON s.slot_name = r.source_slot WHERE r.reset_id = $1 AND s.active)`, id).Scan(&inUse)
 		return !inUse, err
 	})
+	// Retirement removes the fences the baseline covered: their push fences
+	// are counted first, for the final check that every applied mutation wrote
+	// exactly one.
+	for _, row := range rowsOf(s.t, s.e.d, `SELECT f.client_id, f.mutation_id, count(*) FROM synchro.fence f
+		JOIN synchro.reset_coverage c USING (fence_id) WHERE c.reset_id = $1 AND f.mutation_id IS NOT NULL GROUP BY 1, 2`, id) {
+		p := strings.SplitN(row, "|", 3)
+		n, _ := strconv.Atoi(p[2])
+		s.retiredFences[p[0]+"/"+p[1]] += n
+	}
 	removed := queryText(s.t, s.e.d, `SELECT retirement::text FROM synchro.retire_reset($1)`, id)
 	s.logf("stream reset %s retired: %s", id, removed)
 	s.stats["stream resets retired"]++
@@ -1455,13 +1468,10 @@ func (s *sim) finish() {
 }
 
 // coveredByBaseline is true for a fence f that the baseline of the stream
-// reset which started the active generation (p, synchro.progress) covers: its
-// coverage record, or, once the reset is retired (its coverage records went),
-// the fence's transaction visible in the reset's barrier snapshot (activation
-// verified that each of those is covered or materialized in the stage).
-const coveredByBaseline = `EXISTS (SELECT FROM synchro.stream_reset r WHERE r.target_generation = p.stream_generation
-	AND (EXISTS (SELECT FROM synchro.reset_coverage c WHERE c.reset_id = r.reset_id AND c.fence_id = f.fence_id)
-	     OR r.phase = 'retired' AND pg_visible_in_snapshot(f.xid, r.barrier_snapshot)))`
+// reset which started the active generation (p, synchro.progress) covers
+// (retirement removes the fences it covered with their coverage records).
+const coveredByBaseline = `EXISTS (SELECT FROM synchro.reset_coverage c JOIN synchro.stream_reset r USING (reset_id)
+	WHERE r.target_generation = p.stream_generation AND c.fence_id = f.fence_id)`
 
 // requireLedgers: every source transaction materialized once, every write's
 // fence reconciled with one event (or covered by the baseline of the stream
@@ -1577,6 +1587,11 @@ func (s *sim) requireMutations(c *simClient, outcomes map[string]int) {
 	for _, row := range rowsOf(t, s.e.d, `SELECT mutation_id, count(*) FROM synchro.fence WHERE client_id = $1 AND mutation_id IS NOT NULL GROUP BY 1`, c.name) {
 		p := strings.SplitN(row, "|", 2)
 		fences[p[0]], _ = strconv.Atoi(p[1])
+	}
+	for k, n := range s.retiredFences {
+		if client, id, _ := strings.Cut(k, "/"); client == c.name {
+			fences[id] += n
+		}
 	}
 	rejs, err := c.Rejections(ctx)
 	if err != nil {
