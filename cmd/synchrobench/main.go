@@ -36,8 +36,8 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
-	only := flag.String("only", "", "run only the capture (or only its latency), the sync or the SDK measures: capture, latency, sync, sdk")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker) to this file")
+	only := flag.String("only", "", "run only the capture (or only its latency), the sync, the SDK or the stream reset measures: capture, latency, sync, sdk, reset")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker and the reset coordinator) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -90,6 +90,13 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 		r, err := syncRun(ctx, adminURL, seconds, only == "sdk")
 		if err != nil {
 			return fmt.Errorf("sync: %w", err)
+		}
+		rows = append(rows, r...)
+	}
+	if only == "" || only == "reset" {
+		r, err := resetRun(ctx, adminURL)
+		if err != nil {
+			return fmt.Errorf("reset: %w", err)
 		}
 		rows = append(rows, r...)
 	}

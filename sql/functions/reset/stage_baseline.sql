@@ -28,6 +28,7 @@ AS $$
 DECLARE
     r synchro.stream_reset;
     headless bigint;
+    nestloop text := current_setting('enable_nestloop');
 BEGIN
     SELECT * INTO r FROM synchro.stream_reset WHERE reset_id = id FOR UPDATE;
     IF NOT FOUND OR r.phase <> 'staging' THEN
@@ -38,6 +39,12 @@ BEGIN
     r.baseline_lsn := stage_baseline.consistent_point - 1;
     PERFORM set_config('synchro.projection_generation', r.target_generation::text, true);
 
+    -- The target generation is new to the planner's statistics, so its rows
+    -- are estimated at one and the joins over them planned as nested loops:
+    -- over a million-row baseline an index probe per row. The joins that call
+    -- no rule code are planned without nested loops (set locally, reset
+    -- before the membership rules run).
+    PERFORM set_config('enable_nestloop', 'off', true);
     SELECT count(*) INTO headless
     FROM synchro.synced_table t
     JOIN synchro.projection p ON p.relation_id = t.relation_id AND p.stream_generation = r.target_generation
@@ -48,14 +55,24 @@ BEGIN
     END IF;
 
     -- Versions: live rows at their head's version; deleted rows' deletion versions.
+    -- A table's unsynced columns are computed once per table (MATERIALIZED),
+    -- and a row's wire image once per row (OFFSET 0 keeps the subquery from
+    -- being flattened into the checksum's argument).
     INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
-    SELECT h.version, t.table_id, h.key, w.wire, synchro.row_checksum(t.table_id, h.key, w.wire), r.target_generation, r.baseline_lsn, 0
-    FROM synchro.synced_table t
-    JOIN synchro.relation rel ON rel.relation_id = t.relation_id
-    JOIN synchro.row_head h ON h.relation_id = t.relation_id
-    LEFT JOIN synchro.projection p ON p.relation_id = t.relation_id AND p.key = h.key AND p.stream_generation = r.target_generation
-    CROSS JOIN LATERAL (SELECT p.image - ARRAY(SELECT unnest(rel.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS wire) w
-    WHERE p.key IS NOT NULL OR h.fence_ctid IS NULL;
+    WITH tables AS MATERIALIZED (
+        SELECT t.table_id, t.relation_id,
+               ARRAY(SELECT unnest(rel.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS unsynced
+        FROM synchro.synced_table t
+        JOIN synchro.relation rel ON rel.relation_id = t.relation_id)
+    SELECT w.version, w.table_id, w.key, w.wire, synchro.row_checksum(w.table_id, w.key, w.wire), r.target_generation, r.baseline_lsn, 0
+    FROM (SELECT h.version, t.table_id, h.key, p.image - t.unsynced AS wire
+          FROM tables t
+          JOIN synchro.row_head h ON h.relation_id = t.relation_id
+          LEFT JOIN synchro.projection p ON p.relation_id = t.relation_id AND p.key = h.key AND p.stream_generation = r.target_generation
+          WHERE p.key IS NOT NULL OR h.fence_ctid IS NULL
+          OFFSET 0) w;
+
+    PERFORM set_config('enable_nestloop', nestloop, true);
 
     -- Membership edges and scope digests at the baseline position.
     INSERT INTO synchro.membership (stream_generation, scope, table_id, key, from_lsn)
@@ -63,12 +80,15 @@ BEGIN
     FROM synchro.synced_table t
     JOIN synchro.projection p ON p.relation_id = t.relation_id AND p.stream_generation = r.target_generation
     CROSS JOIN LATERAL synchro.scopes_of(t.scope_rule, p.key, p.image, false) s;
+    PERFORM set_config('enable_nestloop', 'off', true);
     INSERT INTO synchro.scope_digest (stream_generation, scope, commit_lsn, digest, row_count)
     SELECT r.target_generation, m.scope, r.baseline_lsn, sum(v.checksum) % 4294967296, count(*)
     FROM synchro.membership m
     JOIN synchro.row_version v ON v.stream_generation = m.stream_generation AND v.table_id = m.table_id AND v.key = m.key
     WHERE m.stream_generation = r.target_generation
     GROUP BY m.scope;
+
+    PERFORM set_config('enable_nestloop', nestloop, true);
 
     -- reset_baseline coverage of every fence in the snapshot.
     INSERT INTO synchro.reset_coverage (reset_id, fence_id, candidate_slot, consistent_point, target_generation)
