@@ -29,6 +29,21 @@ func (q *Queries) ActivateReset(ctx context.Context, resetID pgtype.UUID) error 
 	return err
 }
 
+const beginBaseline = `-- name: BeginBaseline :exec
+SELECT synchro.begin_baseline($1::uuid, ($2::text)::pg_lsn, $3::text)
+`
+
+type BeginBaselineParams struct {
+	ResetID         pgtype.UUID `json:"reset_id"`
+	ConsistentPoint string      `json:"consistent_point"`
+	SnapshotName    string      `json:"snapshot_name"`
+}
+
+func (q *Queries) BeginBaseline(ctx context.Context, arg BeginBaselineParams) error {
+	_, err := q.db.Exec(ctx, beginBaseline, arg.ResetID, arg.ConsistentPoint, arg.SnapshotName)
+	return err
+}
+
 const beginReset = `-- name: BeginReset :exec
 SELECT synchro.begin_reset($1::text)
 `
@@ -233,18 +248,41 @@ func (q *Queries) StageBarrierEnd(ctx context.Context, staged pgtype.UUID) (stri
 }
 
 const stageBaseline = `-- name: StageBaseline :exec
-SELECT synchro.stage_baseline($1::uuid, ($2::text)::pg_lsn, $3::text)
+SELECT synchro.stage_baseline($1::uuid)
 `
 
-type StageBaselineParams struct {
-	ResetID         pgtype.UUID `json:"reset_id"`
-	ConsistentPoint string      `json:"consistent_point"`
-	SnapshotName    string      `json:"snapshot_name"`
+func (q *Queries) StageBaseline(ctx context.Context, resetID pgtype.UUID) error {
+	_, err := q.db.Exec(ctx, stageBaseline, resetID)
+	return err
 }
 
-func (q *Queries) StageBaseline(ctx context.Context, arg StageBaselineParams) error {
-	_, err := q.db.Exec(ctx, stageBaseline, arg.ResetID, arg.ConsistentPoint, arg.SnapshotName)
-	return err
+const stageSyncedRows = `-- name: StageSyncedRows :one
+SELECT staged::integer AS staged, coalesce(last_key, '')::text AS last_key
+FROM synchro.stage_synced_rows($1::uuid, $2::integer, $3::text, $4::integer)
+`
+
+type StageSyncedRowsParams struct {
+	ResetID  pgtype.UUID `json:"reset_id"`
+	TableID  int32       `json:"table_id"`
+	AfterKey pgtype.Text `json:"after_key"`
+	MaxRows  int32       `json:"max_rows"`
+}
+
+type StageSyncedRowsRow struct {
+	Staged  int32  `json:"staged"`
+	LastKey string `json:"last_key"`
+}
+
+func (q *Queries) StageSyncedRows(ctx context.Context, arg StageSyncedRowsParams) (StageSyncedRowsRow, error) {
+	row := q.db.QueryRow(ctx, stageSyncedRows,
+		arg.ResetID,
+		arg.TableID,
+		arg.AfterKey,
+		arg.MaxRows,
+	)
+	var i StageSyncedRowsRow
+	err := row.Scan(&i.Staged, &i.LastKey)
+	return i, err
 }
 
 const tryResetLock = `-- name: TryResetLock :one

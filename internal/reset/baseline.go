@@ -15,6 +15,10 @@ import (
 	"github.com/synchro-sync/synchro/internal/wal"
 )
 
+// stageRows is how many synced rows one synchro.stage_synced_rows call gives
+// versions and memberships (a call of about a second at most).
+const stageRows = 20000
+
 // fetchRows is how many rows the baseline reads per FETCH, renders and copies
 // into the stage at once: the memory one relation's staging holds.
 const fetchRows = 5000
@@ -59,6 +63,10 @@ func (c *coordinator) stage(ctx context.Context, cur db.CurrentResetRow) error {
 	}
 	// Imported: the exported snapshot is no longer needed.
 	repl.Close(ctx) //nolint:errcheck
+	if err := db.New(tx).BeginBaseline(ctx, db.BeginBaselineParams{ResetID: cur.ResetID, ConsistentPoint: slot.ConsistentPoint,
+		SnapshotName: slot.SnapshotName}); err != nil {
+		return err
+	}
 
 	regs, err := db.New(tx).LoadRegistry(ctx)
 	if err != nil {
@@ -76,8 +84,18 @@ func (c *coordinator) stage(ctx context.Context, cur db.CurrentResetRow) error {
 			return err
 		}
 	}
-	if err := db.New(tx).StageBaseline(ctx, db.StageBaselineParams{ResetID: cur.ResetID, ConsistentPoint: slot.ConsistentPoint,
-		SnapshotName: slot.SnapshotName}); err != nil {
+	p.begin("versions and memberships")
+	for _, reg := range regs {
+		if reg.TableID.Valid {
+			if err := p.stageSyncedRows(ctx, tx, cur.ResetID, reg); err != nil {
+				return err
+			}
+		}
+	}
+	stop := p.ticking(ctx, "deletion versions, scope digests and coverage")
+	err = db.New(tx).StageBaseline(ctx, cur.ResetID)
+	stop()
+	if err != nil {
 		return fmt.Errorf("stage baseline: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -107,22 +125,74 @@ func baselineConn(ctx context.Context, url string) (*pgx.Conn, error) {
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // stagingProgress counts the rows staged and logs them every ProgressInterval
-// with their rate and an ETA from the relations' estimated sizes.
+// with their rate and an ETA from the relations' estimated sizes: first the
+// rows copied (step "projections"), then the synced rows given versions and
+// memberships, then, while the last statement runs, the step alone.
 type stagingProgress struct {
 	c        *coordinator
 	id       string
 	started  time.Time
 	logged   time.Time
+	step     string
 	rows     int64
 	loggedAt int64
-	total    int64 // estimated rows of every registered relation
+	total    int64 // estimated rows of the step
 	relation string
 	relRows  int64
+	copied   int64 // rows of every relation copied
+	synced   int64 // of which rows of synced tables
 }
 
 func newStagingProgress(c *coordinator, id string) *stagingProgress {
 	now := time.Now()
-	return &stagingProgress{c: c, id: id, started: now, logged: now}
+	return &stagingProgress{c: c, id: id, started: now, logged: now, step: "projections"}
+}
+
+// begin starts the next step of the staging, counting its rows from zero.
+func (p *stagingProgress) begin(name string) {
+	p.copied = p.rows
+	p.step, p.rows, p.loggedAt, p.total, p.logged = name, 0, 0, p.synced, time.Now()
+}
+
+// ticking logs step every ProgressInterval until the returned stop is called:
+// the progress of one statement whose rows cannot be counted while it runs.
+func (p *stagingProgress) ticking(ctx context.Context, step string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	started := time.Now()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(p.c.cfg.ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.c.cfg.Log.Info("reset staging", "reset", p.id, "step", step, "elapsed", time.Since(started).Round(time.Second))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// stageSyncedRows gives one synced table's staged rows their versions and
+// membership edges (synchro.stage_synced_rows), a chunk at a time.
+func (p *stagingProgress) stageSyncedRows(ctx context.Context, tx pgx.Tx, id pgtype.UUID, reg db.LoadRegistryRow) error {
+	p.relation, p.relRows = reg.SchemaName+"."+reg.RelationName, 0
+	after := pgtype.Text{}
+	for {
+		chunk, err := db.New(tx).StageSyncedRows(ctx, db.StageSyncedRowsParams{ResetID: id, TableID: reg.TableID.Int32,
+			AfterKey: after, MaxRows: stageRows})
+		if err != nil {
+			return fmt.Errorf("stage %s: %w", p.relation, err)
+		}
+		if chunk.Staged == 0 {
+			return nil
+		}
+		p.add(int(chunk.Staged))
+		after = pgtype.Text{String: chunk.LastKey, Valid: true}
+	}
 }
 
 func (p *stagingProgress) estimate(ctx context.Context, tx pgx.Tx, regs []db.LoadRegistryRow) error {
@@ -143,7 +213,7 @@ func (p *stagingProgress) add(n int) {
 	}
 	secs := now.Sub(p.logged).Seconds()
 	rate := float64(p.rows-p.loggedAt) / secs
-	attrs := []any{"reset", p.id, "relation", p.relation, "relation_rows", p.relRows, "rows", p.rows,
+	attrs := []any{"reset", p.id, "step", p.step, "relation", p.relation, "relation_rows", p.relRows, "rows", p.rows,
 		"rows_per_second", int64(rate)}
 	if p.total > p.rows && rate > 0 {
 		attrs = append(attrs, "eta", (time.Duration(float64(p.total-p.rows)/rate) * time.Second).Round(time.Second))
@@ -154,8 +224,8 @@ func (p *stagingProgress) add(n int) {
 
 func (p *stagingProgress) done() {
 	d := time.Since(p.started)
-	p.c.cfg.Log.Info("reset baseline staged", "reset", p.id, "rows", p.rows, "duration", d.Round(time.Millisecond),
-		"rows_per_second", int64(float64(p.rows)/max(d.Seconds(), 1e-3)))
+	p.c.cfg.Log.Info("reset baseline staged", "reset", p.id, "rows", p.copied, "duration", d.Round(time.Millisecond),
+		"rows_per_second", int64(float64(p.copied)/max(d.Seconds(), 1e-3)))
 }
 
 // copyRelation stages the projections of one registered relation: its rows
@@ -207,6 +277,9 @@ func (p *stagingProgress) copyRelation(ctx context.Context, tx pgx.Tx, gen pgtyp
 			return fmt.Errorf("stage %s: %w", p.relation, err)
 		}
 		p.add(len(batch))
+		if reg.TableID.Valid {
+			p.synced += int64(len(batch))
+		}
 	}
 	_, err := tx.Exec(ctx, "CLOSE synchro_baseline")
 	return err

@@ -1,8 +1,11 @@
 -- name: BeginReset :exec
 SELECT synchro.begin_reset(@reason::text);
 
+-- name: BeginBaseline :exec
+SELECT synchro.begin_baseline(@reset_id::uuid, (@consistent_point::text)::pg_lsn, @snapshot_name::text);
+
 -- name: StageBaseline :exec
-SELECT synchro.stage_baseline(@reset_id::uuid, (@consistent_point::text)::pg_lsn, @snapshot_name::text);
+SELECT synchro.stage_baseline(@reset_id::uuid);
 
 -- name: RequestBarrier :one
 SELECT synchro.request_barrier(@reset_id::uuid) AS requested;
@@ -57,3 +60,7 @@ FROM synchro.reset_status WHERE reset_id = @reset_id::uuid;
 -- name: StageBarrierEnd :one
 -- The end of a stage's barrier transaction once its catch-up materialized it ('' before).
 SELECT coalesce(barrier_end_lsn::text, '')::text AS barrier_end_lsn FROM synchro.stream_reset WHERE target_generation = @staged::uuid;
+
+-- name: StageSyncedRows :one
+SELECT staged::integer AS staged, coalesce(last_key, '')::text AS last_key
+FROM synchro.stage_synced_rows(@reset_id::uuid, @table_id::integer, sqlc.narg('after_key')::text, @max_rows::integer);

@@ -87,7 +87,7 @@ CREATE UNIQUE INDEX stream_reset_one ON synchro.stream_reset ((true)) WHERE phas
 -- the target generation. Immutable; it clears the capture gate only once its
 -- reset is activated.
 CREATE TABLE synchro.reset_coverage (
-    reset_id          uuid NOT NULL REFERENCES synchro.stream_reset,
+    reset_id          uuid NOT NULL, -- no foreign key: a check per covered fence cost more than the insert
     fence_id          uuid NOT NULL,
     candidate_slot    name NOT NULL,
     consistent_point  pg_lsn NOT NULL,
