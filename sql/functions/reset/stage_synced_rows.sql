@@ -29,24 +29,24 @@ BEGIN
     CREATE TEMP TABLE IF NOT EXISTS synchro_stage_chunk (key text, image jsonb, version text) ON COMMIT DROP;
     DELETE FROM synchro_stage_chunk;
     -- Two statements, so that each is planned as a range scan of the
-    -- projection's primary key.
+    -- projection's primary key; each row's head is looked up once.
     IF after_key IS NULL THEN
-        INSERT INTO synchro_stage_chunk (key, image)
-        SELECT p.key, p.image FROM synchro.projection p
-        WHERE p.relation_id = t.relation_id AND p.stream_generation = r.target_generation
-        ORDER BY p.key LIMIT max_rows;
+        INSERT INTO synchro_stage_chunk (key, image, version)
+        SELECT c.key, c.image, (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = t.relation_id AND h.key = c.key)
+        FROM (SELECT p.key, p.image FROM synchro.projection p
+              WHERE p.relation_id = t.relation_id AND p.stream_generation = r.target_generation
+              ORDER BY p.key LIMIT max_rows) c;
     ELSE
-        INSERT INTO synchro_stage_chunk (key, image)
-        SELECT p.key, p.image FROM synchro.projection p
-        WHERE p.relation_id = t.relation_id AND p.stream_generation = r.target_generation AND p.key > after_key
-        ORDER BY p.key LIMIT max_rows;
+        INSERT INTO synchro_stage_chunk (key, image, version)
+        SELECT c.key, c.image, (SELECT h.version FROM synchro.row_head h WHERE h.relation_id = t.relation_id AND h.key = c.key)
+        FROM (SELECT p.key, p.image FROM synchro.projection p
+              WHERE p.relation_id = t.relation_id AND p.stream_generation = r.target_generation AND p.key > after_key
+              ORDER BY p.key LIMIT max_rows) c;
     END IF;
     GET DIAGNOSTICS staged = ROW_COUNT;
     IF staged = 0 THEN
         RETURN;
     END IF;
-    UPDATE synchro_stage_chunk c SET version = h.version
-    FROM synchro.row_head h WHERE h.relation_id = t.relation_id AND h.key = c.key;
     SELECT count(*) INTO headless FROM synchro_stage_chunk c WHERE c.version IS NULL;
     IF headless > 0 THEN
         RAISE EXCEPTION 'synchro: % synced rows have no version (written before their table was registered); a reset cannot stage them', headless
