@@ -157,23 +157,10 @@ func (p *stagingProgress) begin(name string) {
 // ticking logs step every ProgressInterval until the returned stop is called:
 // the progress of one statement whose rows cannot be counted while it runs.
 func (p *stagingProgress) ticking(ctx context.Context, step string) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
 	started := time.Now()
-	go func() {
-		defer close(done)
-		t := time.NewTicker(p.c.cfg.ProgressInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.c.cfg.Log.Info("reset staging", "reset", p.id, "step", step, "elapsed", time.Since(started).Round(time.Second))
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	return every(ctx, p.c.cfg.ProgressInterval, func(context.Context) {
+		p.c.cfg.Log.Info("reset staging", "reset", p.id, "step", step, "elapsed", time.Since(started).Round(time.Second))
+	})
 }
 
 // stageSyncedRows gives one synced table's staged rows their versions and

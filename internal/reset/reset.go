@@ -215,36 +215,44 @@ func (c *coordinator) catchUp(ctx context.Context, cur db.CurrentResetRow) error
 // reportCatchUp logs the catch-up's position, rate and distance to the barrier
 // every ProgressInterval until the returned stop is called.
 func (c *coordinator) reportCatchUp(ctx context.Context, id pgtype.UUID) (stop func()) {
+	var lastTxns, lastDistance int64 = -1, -1
+	last := time.Now()
+	return every(ctx, c.cfg.ProgressInterval, func(ctx context.Context) {
+		p, err := db.New(c.pool).ResetProgress(ctx, id)
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		attrs := []any{"reset", id.String(), "position", p.StagedThrough, "distance_bytes", p.DistanceBytes,
+			"transactions", p.TxnsCaughtUp}
+		if lastTxns >= 0 {
+			secs := now.Sub(last).Seconds()
+			attrs = append(attrs, "per_second", int64(float64(p.TxnsCaughtUp-lastTxns)/secs))
+			if gained := lastDistance - p.DistanceBytes; gained > 0 {
+				attrs = append(attrs, "eta", (time.Duration(float64(p.DistanceBytes)/float64(gained)*secs) * time.Second).Round(time.Second))
+			}
+		}
+		c.cfg.Log.Info("reset catching up", attrs...)
+		lastTxns, lastDistance, last = p.TxnsCaughtUp, p.DistanceBytes, now
+	})
+}
+
+// every runs fn every interval on a goroutine of its own until the returned
+// stop is called (stop returns once fn has returned).
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(c.cfg.ProgressInterval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
-		var lastTxns, lastDistance int64 = -1, -1
-		last := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				fn(ctx)
 			}
-			p, err := db.New(c.pool).ResetProgress(ctx, id)
-			if err != nil {
-				continue
-			}
-			now := time.Now()
-			attrs := []any{"reset", id.String(), "position", p.StagedThrough, "distance_bytes", p.DistanceBytes,
-				"transactions", p.TxnsCaughtUp}
-			if lastTxns >= 0 {
-				secs := now.Sub(last).Seconds()
-				attrs = append(attrs, "per_second", int64(float64(p.TxnsCaughtUp-lastTxns)/secs))
-				if gained := lastDistance - p.DistanceBytes; gained > 0 {
-					attrs = append(attrs, "eta", (time.Duration(float64(p.DistanceBytes)/float64(gained)*secs) * time.Second).Round(time.Second))
-				}
-			}
-			c.cfg.Log.Info("reset catching up", attrs...)
-			lastTxns, lastDistance, last = p.TxnsCaughtUp, p.DistanceBytes, now
 		}
 	}()
 	return func() { cancel(); <-done }
