@@ -282,8 +282,8 @@ func recoverByReset(t *testing.T, e *syncEnv, cause resetCause, run func() reset
 
 	// History pruning reaches the stage's catch-up ledger too.
 	e.d.Exec(t, `SELECT synchro.prune_capture_history('0 seconds', 100000)`)
-	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.event_ledger l JOIN synchro.progress p USING (stream_generation)
-		WHERE l.commit_lsn < p.generation_start_lsn`); n != 0 {
+	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.event_ledger l JOIN synchro.stream_reset r ON r.target_generation = l.stream_generation
+		WHERE r.phase = 'activated' AND l.commit_lsn < r.barrier_commit_lsn`); n != 0 {
 		t.Fatalf("%d event-ledger rows of the stage's catch-up survive history pruning", n)
 	}
 
@@ -329,12 +329,12 @@ func requireResetActivated(t *testing.T, e *syncEnv, id string) {
 	t.Helper()
 	if got := queryText(t, e.d, `
 		SELECT r.phase || ' ' || (p.slot_name = r.candidate_slot) || ' ' || (p.stream_generation = r.target_generation)
-		       || ' ' || (p.generation_start_lsn = r.barrier_commit_lsn)
+		       || ' ' || (p.generation_start_lsn = r.baseline_lsn AND r.baseline_lsn < r.consistent_point)
 		FROM synchro.stream_reset r, synchro.progress p WHERE r.reset_id = $1`, id); got != "activated true true true" {
-		t.Fatalf("after activation: %s, want activated with the candidate slot, the target generation and the barrier as generation start", got)
+		t.Fatalf("after activation: %s, want activated with the candidate slot, the target generation and the baseline as generation start", got)
 	}
-	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.effect e JOIN synchro.progress p USING (stream_generation)
-		WHERE e.commit_lsn <= p.generation_start_lsn`); n != 0 {
+	if n := queryInt(t, e.d, `SELECT count(*) FROM synchro.effect e JOIN synchro.stream_reset r ON r.target_generation = e.stream_generation
+		WHERE r.reset_id = $1 AND e.commit_lsn <= r.barrier_commit_lsn`, id); n != 0 {
 		t.Fatalf("%d effects of the new generation at or before its start (catch-up effects exposed)", n)
 	}
 	if n := queryInt(t, e.d, `

@@ -7,9 +7,12 @@
 -- WAL-materialized in the stage or covered by the reset's baseline; and the
 -- old stream is still blocked (its generation and materialized position as
 -- when the reset began). It then installs the staged state: synchro.progress
--- names the target generation and the candidate slot, with the barrier
--- transaction's commit as the generation start (the complete baseline through
--- the barrier) and its end as the processed and acknowledged boundary; the
+-- names the target generation and the candidate slot; the generation starts
+-- at the baseline's position (just before the slot's consistent point, where
+-- the slot's history begins: a slot position that a crash sets back is never
+-- before it), and its high-watermark is the barrier transaction's commit (the
+-- complete baseline through the barrier: no cursor of the generation is
+-- before it), with its end as the processed and acknowledged boundary; the
 -- stage's catch-up effects are removed (they were never exposed), and its
 -- ledger is left to history pruning (synchro.prune_capture_history); the fences
 -- the stage materialized or covered stop holding their clients' pulls; the
@@ -62,7 +65,7 @@ BEGIN
 
     UPDATE synchro.progress
     SET stream_generation = r.target_generation, slot_name = r.candidate_slot,
-        generation_start_lsn = r.barrier_commit_lsn, materialized_commit_lsn = r.barrier_commit_lsn,
+        generation_start_lsn = r.baseline_lsn, materialized_commit_lsn = r.barrier_commit_lsn,
         materialized_end_lsn = r.barrier_end_lsn, materialized_commit_time = r.materialized_commit_time,
         processed_end_lsn = r.barrier_end_lsn, acknowledged_end_lsn = r.barrier_end_lsn,
         registry_generation = r.registry_generation, caught_up_at = now(), updated_at = now();
