@@ -19,6 +19,8 @@ DECLARE
     cur jsonb := image;
     reached text := key;
     hop jsonb;
+    gen uuid;  -- the projections' generation, looked up once per call
+    scope text;
 BEGIN
     IF rule ->> 'kind' = 'sql' THEN
         RETURN QUERY EXECUTE format(E'SELECT DISTINCT s::text FROM (%s\n) AS membership(s) WHERE s IS NOT NULL', rule ->> 'membership')
@@ -27,7 +29,14 @@ BEGIN
     ELSIF rule ->> 'kind' IS DISTINCT FROM 'path' AND rule ->> 'kind' IS DISTINCT FROM 'members' THEN
         RAISE EXCEPTION 'synchro: invalid scope rule kind %', rule ->> 'kind' USING ERRCODE = 'data_corrupted';
     END IF;
-    FOR hop IN SELECT * FROM jsonb_array_elements(coalesce(rule -> 'path', '[]')) LOOP
+    -- The steps by index rather than by a query over them, and a path rule's
+    -- one scope returned by RETURN NEXT: a lookup per step is then the only
+    -- query (about a quarter of the cost per row).
+    IF NOT live THEN
+        gen := synchro.projection_generation();
+    END IF;
+    FOR i IN 0 .. coalesce(jsonb_array_length(rule -> 'path'), 0) - 1 LOOP
+        hop := rule -> 'path' -> i;
         IF cur ->> (hop ->> 'column') IS NULL THEN
             RETURN;
         END IF;
@@ -38,14 +47,17 @@ BEGIN
             SELECT p.key, p.image INTO reached, cur
             FROM synchro.projection p
             WHERE p.relation_id = (hop ->> 'relation_id')::bigint AND p.key = cur ->> (hop ->> 'column')
-              AND p.stream_generation = synchro.projection_generation();
+              AND p.stream_generation = gen;
         END IF;
         IF cur IS NULL THEN
             RETURN;
         END IF;
     END LOOP;
     IF rule ->> 'kind' = 'path' THEN
-        RETURN QUERY SELECT s FROM synchro.render_template(rule ->> 'template', cur) s WHERE s IS NOT NULL;
+        scope := synchro.render_template(rule ->> 'template', cur);
+        IF scope IS NOT NULL THEN
+            RETURN NEXT scope;
+        END IF;
     ELSIF live THEN
         RETURN QUERY SELECT DISTINCT s
             FROM synchro.live_rows((rule ->> 'relation_id')::bigint, rule ->> 'column', ARRAY[reached]) m,
