@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/capture"
 	"github.com/synchro-sync/synchro/internal/db"
@@ -58,8 +59,17 @@ func (c *coordinator) stage(ctx context.Context, cur db.CurrentResetRow) error {
 		return err
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
-	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(slot.SnapshotName)); err != nil {
+	name, err := conn.PgConn().EscapeString(slot.SnapshotName)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+name+"'"); err != nil {
 		return fmt.Errorf("import the candidate slot's snapshot: %w", err)
+	}
+	// A transaction_timeout set for the database's sessions (PostgreSQL 17)
+	// does not bind the baseline either.
+	if _, err := tx.Exec(ctx, "SELECT synchro.lift_timeouts(true)"); err != nil {
+		return err
 	}
 	// Imported: the exported snapshot is no longer needed.
 	repl.Close(ctx) //nolint:errcheck
@@ -106,23 +116,21 @@ func (c *coordinator) stage(ctx context.Context, cur db.CurrentResetRow) error {
 }
 
 // baselineConn connects in wal.OutputSettings, so that the baseline's text
-// values are the walsender's, and without the database's application timeouts.
+// values are the walsender's, and without the database's application timeouts
+// (wal.LiftTimeouts). The URL is parsed as a pool's, as the worker's are.
 func baselineConn(ctx context.Context, url string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(url)
+	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
+	cfg := pcfg.ConnConfig
 	for k, v := range wal.OutputSettings {
 		cfg.RuntimeParams[k] = v
 	}
-	for _, k := range []string{"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"} {
-		cfg.RuntimeParams[k] = "0"
-	}
+	wal.LiftTimeouts(cfg.RuntimeParams)
 	cfg.RuntimeParams["application_name"] = "synchro-reset"
 	return pgx.ConnectConfig(ctx, cfg)
 }
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // stagingProgress counts the rows staged and logs them every ProgressInterval
 // with their rate and an ETA from the relations' estimated sizes: first the

@@ -49,18 +49,16 @@ func (w *Worker) CatchUp(ctx context.Context) error {
 	}
 	for {
 		done, err := w.stageDone(ctx)
-		if done || err != nil && !errors.Is(err, errBlocked) && dberr.Classify(err) != dberr.Transient {
-			return err
-		}
-		if err == nil {
+		if err == nil && !done {
 			err = w.session(ctx)
 		}
 		switch {
-		case errors.Is(err, errBarrier):
+		case done, errors.Is(err, errBarrier):
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, ErrStopped), errors.Is(err, errStageFailed), errors.Is(err, errBlocked):
+		case errors.Is(err, ErrStopped), errors.Is(err, errStageFailed), errors.Is(err, errBlocked),
+			dberr.Classify(err) != dberr.Transient:
 			return err
 		case err != nil:
 			w.cfg.Log.Warn("staged catch-up session failed; retrying", "reset", w.cfg.Stage.ResetID, "error", err.Error())

@@ -124,6 +124,15 @@ const minPoolConns = 3
 // and room for the heartbeat, pruning, acknowledgements and catalog checks at once.
 const PoolConns = 8
 
+// LiftTimeouts sets, in the connection settings params, the application
+// timeouts a worker connection (or a reset's baseline connection) runs
+// without: statement_timeout, lock_timeout and idle_in_transaction_session_timeout.
+func LiftTimeouts(params map[string]string) {
+	for _, k := range []string{"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"} {
+		params[k] = "0"
+	}
+}
+
 // NewPool returns a pool of the worker's own on databaseURL, of PoolConns
 // connections unless the URL sets pool_max_conns. Sharing a pool with the
 // process's other statements let a metrics scrape or a readiness query take the
@@ -140,9 +149,7 @@ func NewPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"} {
-		cfg.ConnConfig.RuntimeParams[k] = "0"
-	}
+	LiftTimeouts(cfg.ConnConfig.RuntimeParams)
 	// pgxpool takes pool_max_conns out of the settings it parsed; the plain
 	// connection settings still name it when the URL gives it.
 	given, err := pgconn.ParseConfig(databaseURL)
@@ -389,7 +396,9 @@ func (w *Worker) session(ctx context.Context) error {
 	if err := w.catalogDrift(ctx); err != nil {
 		return err
 	}
-	s := &stream{w: w, conn: repl, ack: ack}
+	// The stream's first look for a reset holding it is due a second after
+	// this session's (resetHolds).
+	s := &stream{w: w, conn: repl, ack: ack, heldChecked: time.Now()}
 	return s.run(ctx)
 }
 
