@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -150,16 +149,6 @@ func TestStreamResetPushGate(t *testing.T) {
 	e.connect(t, "u1", "staged")
 	resetCauses[0].block(t, e)
 	resetCauses[0].repair(t, e)
-	pull := func(client string) error {
-		return e.d.ExecErr(`SELECT synchro.pull('u1', $1::jsonb, 100, 1000000)`,
-			fmt.Sprintf(`{"client_id": %q, "scopes": {"user:u1": {"cursor": null}}}`, client))
-	}
-	requirePending := func(client, when string) {
-		t.Helper()
-		if err := pull(client); err == nil || !strings.Contains(err.Error(), "not yet captured") {
-			t.Fatalf("%s: pull of client %s: %v, want capture_pending", when, client, err)
-		}
-	}
 	cfg := resetConfig(e.d, false)
 	cfg.AfterPoint = func(p reset.Point) error {
 		switch p {
@@ -182,11 +171,11 @@ func TestStreamResetPushGate(t *testing.T) {
 		JOIN synchro.stream_reset r ON r.target_generation = l.stream_generation WHERE r.reset_id = $1 AND f.client_id = 'staged'`, res.ResetID); n != 1 {
 		t.Fatalf("the second push was materialized %d times in the stage, want once", n)
 	}
-	requirePending("covered", "ready, not activated")
-	requirePending("staged", "ready, not activated")
+	requireGated(t, e, "u1", "covered", "ready, not activated")
+	requireGated(t, e, "u1", "staged", "ready, not activated")
 	e.d.Exec(t, `SELECT synchro.activate_reset($1)`, res.ResetID)
 	for _, c := range []string{"covered", "staged"} {
-		if err := pull(c); err != nil {
+		if err := sqlPull(e, "u1", c); err != nil {
 			t.Fatalf("after activation: pull of client %s: %v", c, err)
 		}
 	}

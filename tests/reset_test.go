@@ -349,3 +349,19 @@ func requireResetActivated(t *testing.T, e *syncEnv, id string) {
 		t.Fatalf("%d duplicate open membership edges in the new generation", n)
 	}
 }
+
+// sqlPull runs synchro.pull for client's user:<user> scope from scratch,
+// straight in SQL: the capture gate answers there before readiness is asked
+// (the HTTP layer answers not_ready first while a reset runs).
+func sqlPull(e *syncEnv, user, client string) error {
+	return e.d.ExecErr(`SELECT synchro.pull($1, $2::jsonb, 100, 1000000)`, user,
+		fmt.Sprintf(`{"client_id": %q, "scopes": {"user:%s": {"cursor": null}}}`, client, user))
+}
+
+// requireGated fails unless client's pull is refused capture_pending.
+func requireGated(t *testing.T, e *syncEnv, user, client, when string) {
+	t.Helper()
+	if err := sqlPull(e, user, client); err == nil || !strings.Contains(err.Error(), "not yet captured") {
+		t.Fatalf("%s: pull of client %s: %v, want capture_pending", when, client, err)
+	}
+}
