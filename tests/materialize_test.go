@@ -1164,8 +1164,9 @@ func TestMaterializeTransactionLargerThanOneValue(t *testing.T) {
 }
 
 // TestPartialImageWithoutProjectionIsQuarantined: a row with no projection
-// (registration refuses a populated relation, but the rows of a partition
-// attached while populated have none; here the row's projection is removed).
+// (a populated relation's rows get theirs from its bootstrap, but the rows of
+// a partition attached while populated have none; here the row's projection
+// is removed).
 // An update that leaves its out-of-line value out of the image (pgoutput sends
 // such partial images: the key guard returns the row untouched) cannot be
 // completed: the transaction is quarantined rather than

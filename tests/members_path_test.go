@@ -194,16 +194,6 @@ func TestRegistrationRefusesBadMembersPath(t *testing.T) {
 			call:  `SELECT synchro.register_table('app.tasks', '{"kind":"members","path":["project_id"],"relation":"app.project_members","template":"p:{name}"}')`,
 			state: stateUndefinedColumn, relation: "app.project_members", rule: `members scope_rule template names unknown column "name"`,
 		},
-		{
-			name: "populated step relation", setup: tables + `INSERT INTO app.projects VALUES ('p1', 'one')`,
-			call:  reg(`"path":["project_id"],"relation":"app.project_members","column":"project_id"`),
-			state: stateNotInPrerequisiteState, relation: "app.projects", rule: populatedRule,
-		},
-		{
-			name: "populated membership relation", setup: tables + `INSERT INTO app.project_members VALUES (1, NULL, NULL, 'u1')`,
-			call:  reg(`"path":["project_id"],"relation":"app.project_members","column":"project_id"`),
-			state: stateNotInPrerequisiteState, relation: "app.project_members", rule: populatedRule,
-		},
 	})
 }
 

@@ -6,17 +6,17 @@ import (
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
-const stateNotInPrerequisiteState = "55000"
 
-// populatedRule is the message part that names the missing bootstrap.
-const populatedRule = "it already holds rows, and registering a populated relation needs a projection bootstrap, which is not available yet"
-
-// TestRegistrationRefusesPopulatedRelations: every relation a registration
-// would register (the synced table, a dependency, a dependency a path or
-// members rule registers by itself, a partitioned table through its partitions)
-// is refused with 55000 while it holds a visible row, naming it; nothing is
-// registered. Its projection would start empty and serve incomplete scopes.
-func TestRegistrationRefusesPopulatedRelations(t *testing.T) {
+// TestRegistrationOfPopulatedRelationsBootstraps: every relation a
+// registration registers (the synced table, a dependency, a dependency a path
+// or members rule registers by itself, a partitioned table through its
+// partitions) is found holding a visible row: the registration commits with
+// every relation of its generation waiting for a projection bootstrap, which it
+// records (phase staging, naming them); the synced table is not in the schema
+// manifest, and any further registry change is refused (55006) until the
+// bootstrap is activated.
+func TestRegistrationOfPopulatedRelationsBootstraps(t *testing.T) {
+	t.Parallel()
 	const parents = `CREATE TABLE app.owners (id text PRIMARY KEY, user_id text);
 		CREATE TABLE app.projects (id int PRIMARY KEY, owner_id text REFERENCES app.owners);
 		CREATE TABLE app.tasks (id int PRIMARY KEY, project_id int REFERENCES app.projects);`
@@ -24,51 +24,49 @@ func TestRegistrationRefusesPopulatedRelations(t *testing.T) {
 		CREATE TABLE app.doc_members (id int PRIMARY KEY, doc_id int REFERENCES app.docs, user_id text);`
 	path := `SELECT synchro.register_table('app.tasks', '{"kind":"path","path":["project_id","owner_id"],"template":"user:{user_id}"}')`
 	membersRule := `SELECT synchro.register_table('app.docs', '{"kind":"members","relation":"app.doc_members","template":"user:{user_id}"}')`
-	runRejectCases(t, []rejectCase{
-		{
-			name:  "synced table",
-			setup: `CREATE TABLE app.t (id int PRIMARY KEY, v text); INSERT INTO app.t VALUES (1, 'x')`,
-			call:  `SELECT synchro.register_table('app.t', ` + sharedRule + `)`,
-			state: stateNotInPrerequisiteState, relation: "app.t", rule: populatedRule,
-		},
-		{
-			name:  "dependency",
-			setup: `CREATE TABLE app.t (id int PRIMARY KEY, v text); INSERT INTO app.t VALUES (1, 'x')`,
-			call:  `SELECT synchro.register_dependency('app.t')`,
-			state: stateNotInPrerequisiteState, relation: "app.t", rule: populatedRule,
-		},
-		{
-			name:  "path parent registered by the rule",
-			setup: parents + `INSERT INTO app.owners VALUES ('o1', 'u1')`,
-			call:  path, state: stateNotInPrerequisiteState, relation: "app.owners", rule: populatedRule,
-		},
-		{
-			name:  "path middle step registered by the rule",
-			setup: parents + `INSERT INTO app.projects VALUES (1, NULL)`,
-			call:  path, state: stateNotInPrerequisiteState, relation: "app.projects", rule: populatedRule,
-		},
-		{
-			name:  "members relation registered by the rule",
-			setup: members + `INSERT INTO app.doc_members VALUES (1, NULL, 'u1')`,
-			call:  membersRule, state: stateNotInPrerequisiteState, relation: "app.doc_members", rule: populatedRule,
-		},
-		{
-			name: "sql rule impacts relation registered by the rule",
-			setup: `CREATE TABLE app.docs (id int PRIMARY KEY, acl_id int);
+	for _, c := range []struct {
+		name, setup, call string
+		pending           string // the relations left waiting, in relation_id order
+	}{
+		{"synced table", `CREATE TABLE app.t (id int PRIMARY KEY, v text); INSERT INTO app.t VALUES (1, 'x')`,
+			`SELECT synchro.register_table('app.t', ` + sharedRule + `)`, "t"},
+		{"dependency", `CREATE TABLE app.t (id int PRIMARY KEY, v text); INSERT INTO app.t VALUES (1, 'x')`,
+			`SELECT synchro.register_dependency('app.t')`, "t"},
+		{"path parent registered by the rule", parents + `INSERT INTO app.owners VALUES ('o1', 'u1')`, path, "projects,owners,tasks"},
+		{"path middle step registered by the rule", parents + `INSERT INTO app.projects VALUES (1, NULL)`, path, "projects,owners,tasks"},
+		{"members relation registered by the rule", members + `INSERT INTO app.doc_members VALUES (1, NULL, 'u1')`, membersRule, "doc_members,docs"},
+		{"sql rule impacts relation registered by the rule",
+			`CREATE TABLE app.docs (id int PRIMARY KEY, acl_id int);
 				CREATE TABLE app.acl (id int PRIMARY KEY, user_id text); INSERT INTO app.acl VALUES (1, 'u1')`,
-			call: `SELECT synchro.register_table('app.docs', '{"kind":"sql",
+			`SELECT synchro.register_table('app.docs', '{"kind":"sql",
 				"membership":"SELECT ''user:''||(a.image->>''user_id'') FROM synchro.projected(''app.acl'') a WHERE a.key = $1->>''acl_id''",
-				"impacts":{"app.acl":"SELECT $1->>''id''"}}')`,
-			state: stateNotInPrerequisiteState, relation: "app.acl", rule: populatedRule,
-		},
-		{
-			name: "partitioned table with a row in a partition",
-			setup: `CREATE TABLE app.p (id int PRIMARY KEY, v text) PARTITION BY RANGE (id);
+				"impacts":{"app.acl":"SELECT $1->>''id''"}}')`, "acl,docs"},
+		{"partitioned table with a row in a partition",
+			`CREATE TABLE app.p (id int PRIMARY KEY, v text) PARTITION BY RANGE (id);
 				CREATE TABLE app.p1 PARTITION OF app.p FOR VALUES FROM (0) TO (10); INSERT INTO app.p VALUES (1, 'x')`,
-			call:  `SELECT synchro.register_table('app.p', ` + sharedRule + `)`,
-			state: stateNotInPrerequisiteState, relation: "app.p", rule: populatedRule,
-		},
-	})
+			`SELECT synchro.register_table('app.p', ` + sharedRule + `)`, "p"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := testdb.New(t)
+			d.Exec(t, "CREATE SCHEMA app; "+c.setup)
+			d.Exec(t, c.call)
+			if got := queryText(t, d, `SELECT string_agg(relation_name, ',' ORDER BY relation_id) FROM synchro.relation WHERE bootstrap_pending`); got != c.pending {
+				t.Fatalf("pending relations %q, want %q", got, c.pending)
+			}
+			if got := queryText(t, d, `SELECT string_agg(r.relation_name, ',' ORDER BY r.relation_id)
+				FROM synchro.stream_reset b CROSS JOIN unnest(b.relation_ids) id JOIN synchro.relation r ON r.relation_id = id
+				WHERE b.kind = 'bootstrap' AND b.phase = 'staging'`); got != c.pending {
+				t.Fatalf("the recorded bootstrap stages %q, want %q", got, c.pending)
+			}
+			if got := queryText(t, d, `SELECT synchro.schema_manifest()::text`); got != `{"tables": []}` {
+				t.Fatalf("manifest %s before the bootstrap", got)
+			}
+			d.Exec(t, `CREATE TABLE app.other (id int PRIMARY KEY)`)
+			requireState(t, d.ExecErr(`SELECT synchro.register_table('app.other', `+sharedRule+`)`), "55006",
+				"is waiting for its projection bootstrap")
+		})
+	}
 }
 
 // TestRegistrationAcceptsEmptiedRelation: only visible rows count; a relation

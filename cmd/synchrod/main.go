@@ -20,6 +20,7 @@ import (
 	"github.com/synchro-sync/synchro/internal/logging"
 	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/migrate"
+	"github.com/synchro-sync/synchro/internal/reset"
 	"github.com/synchro-sync/synchro/internal/wal"
 )
 
@@ -53,6 +54,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	batchEvents := fs.Int("capture-batch-events", 10000, "most row events per materialization batch (env SYNCHRO_CAPTURE_BATCH_EVENTS)")
 	spillBytes := fs.Int64("capture-spill-bytes", wal.DefaultSpillBytes, "row data of one source transaction the worker holds in memory; the rest waits in a temporary file (env SYNCHRO_CAPTURE_SPILL_BYTES)")
 	spillDir := fs.String("capture-spill-dir", "", "directory of the worker's spill files; empty = $TMPDIR or /tmp (env SYNCHRO_CAPTURE_SPILL_DIR)")
+	bootstrapInterval := fs.Duration("bootstrap-interval", 2*time.Second, "how often the worker looks for a relation waiting for its projection bootstrap (env SYNCHRO_BOOTSTRAP_INTERVAL)")
 	historyRetention := fs.Duration("capture-history-retention", 7*24*time.Hour, "how long the event ledger and write fences of an acknowledged transaction are kept; 0 = for good (env SYNCHRO_CAPTURE_HISTORY_RETENTION)")
 	var authConfig auth.Config
 	authConfig.Register(fs)
@@ -170,6 +172,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 			SpillBytes: *spillBytes, SpillDir: *spillDir, HistoryRetention: *historyRetention,
 		}, workerPool)
 		go func() { workerDone <- w.Run(ctx) }()
+		// Relations registered while they held rows are served once their
+		// projection bootstrap, run here, is activated by the worker.
+		go reset.RunBootstraps(ctx, workerPool, reset.Config{
+			DatabaseURL: common.DatabaseURL, Publication: common.Publication, Reason: "registration of a populated relation", Log: log,
+		}, *bootstrapInterval)
 	}
 
 	router := httpapi.NewRouter(httpapi.Deps{Pool: opsPool, Metrics: m, Sync: &httpapi.Sync{

@@ -27,12 +27,15 @@ type Prepared struct {
 	EventCount         int
 	Applied            int // len(Events)
 	RegistryGeneration int64
-	Events             []stagedEvent
+	// Bootstrap is the bootstrap activated right after this transaction (its
+	// barrier; "" for none).
+	Bootstrap string
+	Events    []stagedEvent
 	spill              *Spill // the source transaction's spill file, where its images are when it has one
 }
 
 // batchJSON renders txns as synchro.materialize_transaction takes them:
-// [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}].
+// [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation","bootstrap"}].
 func batchJSON(txns []Prepared) []byte {
 	b := append(make([]byte, 0, 200*len(txns)), '[')
 	for i, t := range txns {
@@ -46,7 +49,11 @@ func batchJSON(txns []Prepared) []byte {
 		b = strconv.AppendInt(append(b, `","event_count":`...), int64(t.EventCount), 10)
 		b = strconv.AppendInt(append(b, `,"applied":`...), int64(t.Applied), 10)
 		b = strconv.AppendInt(append(b, `,"registry_generation":`...), t.RegistryGeneration, 10)
-		b = append(b, '}')
+		if t.Bootstrap == "" {
+			b = append(b, `,"bootstrap":null}`...)
+		} else {
+			b = append(append(append(b, `,"bootstrap":"`...), t.Bootstrap...), `"}`...)
+		}
 	}
 	return append(b, ']')
 }

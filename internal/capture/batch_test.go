@@ -19,15 +19,21 @@ func TestBatchJSON(t *testing.T) {
 		EventCount         int       `json:"event_count"`
 		Applied            int       `json:"applied"`
 		RegistryGeneration int64     `json:"registry_generation"`
+		Bootstrap          *string   `json:"bootstrap"`
 	}
 	commit := time.Date(2026, 12, 2, 3, 4, 5, 123456000, time.UTC)
 	txns := []Prepared{
 		{CommitLSN: 0x16B374D848, EndLSN: 0x16B374D8A0, Xid: 4294967295, CommitTime: commit, EventCount: 3, Applied: 2, RegistryGeneration: 7},
-		{CommitLSN: pglogrepl.LSN(0xFFFFFFFF00000001), EndLSN: 0, CommitTime: commit.Truncate(time.Second).In(time.FixedZone("x", 3600))},
+		{CommitLSN: pglogrepl.LSN(0xFFFFFFFF00000001), EndLSN: 0, CommitTime: commit.Truncate(time.Second).In(time.FixedZone("x", 3600)),
+			Bootstrap: "0b9a8c1e-5f7d-4c2a-9e3b-1d2c3b4a5f60"},
 	}
 	var want []jsonTxn
 	for _, t := range txns {
-		want = append(want, jsonTxn{t.CommitLSN.String(), t.EndLSN.String(), t.Xid, t.CommitTime, t.EventCount, t.Applied, t.RegistryGeneration})
+		var boot *string
+		if t.Bootstrap != "" {
+			boot = &t.Bootstrap
+		}
+		want = append(want, jsonTxn{t.CommitLSN.String(), t.EndLSN.String(), t.Xid, t.CommitTime, t.EventCount, t.Applied, t.RegistryGeneration, boot})
 	}
 	w, _ := json.Marshal(want)
 	if got := batchJSON(txns); string(got) != string(w) {

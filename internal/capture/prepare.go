@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -31,12 +34,29 @@ type Preparer struct {
 	// active is the registry generation active after the last prepared
 	// transaction (at session start: after the last materialized one).
 	active int64
+	// only, for a bootstrap's stage, is the set of relations it stages: the
+	// events of every other relation are paired and left out. nil: all.
+	only map[int64]bool
+	// activated holds the relations of bootstraps whose barrier this session
+	// prepared for activation: from the transaction after it on they are
+	// materialized like any other (no longer held as pending).
+	activated map[int64]bool
+	staged    bool // a stage's preparer, which activates no bootstrap
+	// Log, when set, reports a wait for a bootstrap's stage at its barrier.
+	Log *slog.Logger
 }
 
 // NewPreparer loads the durable registry and the materialized position of the
-// active stream or (staged valid) of a reset's stage.
-func NewPreparer(ctx context.Context, pool *pgxpool.Pool, staged pgtype.UUID) (*Preparer, error) {
-	p := &Preparer{pool: pool}
+// active stream or (staged valid) of a reset's or bootstrap's stage; only
+// names the relations a bootstrap's stage materializes (nil: every one).
+func NewPreparer(ctx context.Context, pool *pgxpool.Pool, staged pgtype.UUID, only []int64) (*Preparer, error) {
+	p := &Preparer{pool: pool, activated: map[int64]bool{}, staged: staged.Valid}
+	if only != nil {
+		p.only = make(map[int64]bool, len(only))
+		for _, id := range only {
+			p.only[id] = true
+		}
+	}
 	var err error
 	if p.reg, err = loadRegistry(ctx, pool); err != nil {
 		return nil, err
@@ -89,7 +109,7 @@ func (p *Preparer) Prepare(ctx context.Context, txns []*Txn) (Batch, error) {
 			}
 			p.reg = reg
 		}
-		pt, err := prepare(txn, p.reg, p.active, images)
+		pt, err := prepare(txn, p.reg, p.active, images, p.applies)
 		if err != nil {
 			if !errors.As(err, &b.Poison) {
 				return b, err
@@ -97,10 +117,77 @@ func (p *Preparer) Prepare(ctx context.Context, txns []*Txn) (Batch, error) {
 			b.PoisonTxn = txn
 			break
 		}
+		if txn.Barrier != "" && !p.staged {
+			if pt.Bootstrap, err = p.awaitBootstrap(ctx, txn); err != nil {
+				return b, err
+			}
+		}
 		p.active = pt.RegistryGeneration
 		b.Txns = append(b.Txns, pt)
 	}
 	return b, nil
+}
+
+// applies reports whether the events of relation rid are materialized: in a
+// bootstrap's stage only its relations', in the active stream every one but
+// those waiting for their bootstrap.
+func (p *Preparer) applies(rid int64) bool {
+	if p.only != nil {
+		return p.only[rid]
+	}
+	return !p.reg.pending[rid] || p.activated[rid]
+}
+
+// bootstrapPoll is how often the capture worker looks at a bootstrap whose
+// barrier it decoded before the bootstrap's stage reached it.
+const bootstrapPoll = 20 * time.Millisecond
+
+// awaitBootstrap decides, at a transaction carrying a barrier, whether the
+// bootstrap it names is activated right after it (its id) or not (""): it is
+// when the bootstrap's stage reached exactly this barrier and was verified
+// (ready). While the stage has not reached it yet the stream waits here (the
+// stage trails the same WAL; its coordinator writes the barrier only once the
+// stage is close behind); an aborted bootstrap, or a barrier that is not a
+// bootstrap's, activates nothing. The relations of an activated bootstrap are
+// materialized from the next transaction on.
+func (p *Preparer) awaitBootstrap(ctx context.Context, txn *Txn) (string, error) {
+	var id pgtype.UUID
+	if err := id.Scan(txn.Barrier); err != nil {
+		return "", nil // not a bootstrap's
+	}
+	started, logged := time.Now(), time.Now()
+	for {
+		b, err := db.New(p.pool).BootstrapAtBarrier(ctx, id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", nil // a stream reset's barrier
+		}
+		if err != nil {
+			return "", err
+		}
+		switch b.Phase {
+		case "ready":
+			if b.BarrierCommitLsn != txn.CommitLSN.String() {
+				return "", nil
+			}
+			for _, rid := range b.RelationIds {
+				p.activated[rid] = true
+			}
+			return txn.Barrier, nil
+		case "staging", "catching_up":
+		default: // activated at another barrier, aborted or retired
+			return "", nil
+		}
+		if p.Log != nil && time.Since(logged) >= 5*time.Second {
+			p.Log.Info("capture waits at a bootstrap barrier for the bootstrap's stage", "bootstrap", txn.Barrier,
+				"phase", b.Phase, "waited", time.Since(started).Round(time.Second))
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(bootstrapPoll):
+		}
+	}
 }
 
 func (p *Preparer) needsRegistry(txn *Txn) bool {
@@ -168,10 +255,11 @@ func overlay(base, top json.RawMessage) (json.RawMessage, error) {
 // last (the batch's rows so far, updated here; nil when the batch has no
 // partial image). A spilled transaction's images are written back to its
 // spill file. A prepared transaction lets go of its row events and fences: only
-// its images and positions are needed while it is materialized. A transaction
-// that cannot be prepared is a poison transaction: the error is a
-// *Failure (any other error is the worker's own).
-func prepare(txn *Txn, reg *registry, active int64, last rowImages) (Prepared, error) {
+// its images and positions are needed while it is materialized. The events of
+// relations applies rejects are paired (their fences are checked) but not
+// rendered. A transaction that cannot be prepared is a poison transaction: the
+// error is a *Failure (any other error is the worker's own).
+func prepare(txn *Txn, reg *registry, active int64, last rowImages, applies func(int64) bool) (Prepared, error) {
 	out := Prepared{
 		CommitLSN: txn.CommitLSN, EndLSN: txn.EndLSN, Xid: txn.Xid,
 		CommitTime: txn.CommitTime, EventCount: len(txn.Rows), RegistryGeneration: active,
@@ -189,6 +277,9 @@ func prepare(txn *Txn, reg *registry, active int64, last rowImages) (Prepared, e
 	}
 	out.Events = make([]stagedEvent, 0, len(pairs))
 	for i := range pairs {
+		if !applies(pairs[i].Reg.RelationID) {
+			continue
+		}
 		ev, err := prepareEvent(txn, reg, &pairs[i], last)
 		if err != nil {
 			return out, err

@@ -39,7 +39,7 @@ func BenchmarkBulkInsertMemory(b *testing.B) {
 		for msg := range insertTxn(rows) {
 			txn = feed(b, asm, msg)
 		}
-		prepared, err := prepare(txn, reg, 1, batchImages([]*Txn{txn}))
+		prepared, err := prepare(txn, reg, 1, batchImages([]*Txn{txn}), func(int64) bool { return true })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func BenchmarkOneRowTransaction(b *testing.B) {
 		for _, msg := range msgs {
 			txn = feed(b, asm, msg)
 		}
-		if _, err := prepare(txn, reg, 1, batchImages([]*Txn{txn})); err != nil {
+		if _, err := prepare(txn, reg, 1, batchImages([]*Txn{txn}), func(int64) bool { return true }); err != nil {
 			b.Fatal(err)
 		}
 	}

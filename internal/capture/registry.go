@@ -19,16 +19,18 @@ type registration struct {
 // that introduced it. Registrations are never changed in place, so the
 // registry of generation g is every registration with Generation <= g.
 type registry struct {
-	byOID  map[uint32]registration
-	byRel  map[int64]registration
-	byName map[[2]string]registration
-	latest int64 // highest durable generation loaded
+	byOID   map[uint32]registration
+	byRel   map[int64]registration
+	byName  map[[2]string]registration
+	latest  int64          // highest durable generation loaded
+	pending map[int64]bool // relations waiting for their projection bootstrap
 }
 
 // loadRegistry loads the durable registry (db.LoadRegistry, the one query of
 // the registry's rows).
 func loadRegistry(ctx context.Context, q db.DBTX) (*registry, error) {
-	r := &registry{byOID: map[uint32]registration{}, byRel: map[int64]registration{}, byName: map[[2]string]registration{}}
+	r := &registry{byOID: map[uint32]registration{}, byRel: map[int64]registration{}, byName: map[[2]string]registration{},
+		pending: map[int64]bool{}}
 	var err error
 	if r.latest, err = db.New(q).LatestRegistryGeneration(ctx); err != nil {
 		return nil, fmt.Errorf("load registry: %w", err)
@@ -46,6 +48,9 @@ func loadRegistry(ctx context.Context, q db.DBTX) (*registry, error) {
 		r.byOID[reg.Relation.OID] = reg
 		r.byRel[reg.RelationID] = reg
 		r.byName[[2]string{reg.Relation.Schema, reg.Relation.Name}] = reg
+		if row.BootstrapPending {
+			r.pending[reg.RelationID] = true
+		}
 	}
 	return r, nil
 }

@@ -20,6 +20,26 @@ func (q *Queries) AwaitVisible(ctx context.Context, xids []int64) error {
 	return err
 }
 
+const bootstrapAtBarrier = `-- name: BootstrapAtBarrier :one
+SELECT phase, coalesce(barrier_commit_lsn::text, '')::text AS barrier_commit_lsn, relation_ids::bigint[] AS relation_ids
+FROM synchro.stream_reset WHERE reset_id = $1::uuid AND kind = 'bootstrap'
+`
+
+type BootstrapAtBarrierRow struct {
+	Phase            string  `json:"phase"`
+	BarrierCommitLsn string  `json:"barrier_commit_lsn"`
+	RelationIds      []int64 `json:"relation_ids"`
+}
+
+// What the capture worker needs of a bootstrap whose barrier it decoded: its
+// phase, the barrier's commit position once its stage reached it, and its relations.
+func (q *Queries) BootstrapAtBarrier(ctx context.Context, resetID pgtype.UUID) (BootstrapAtBarrierRow, error) {
+	row := q.db.QueryRow(ctx, bootstrapAtBarrier, resetID)
+	var i BootstrapAtBarrierRow
+	err := row.Scan(&i.Phase, &i.BarrierCommitLsn, &i.RelationIds)
+	return i, err
+}
+
 const getMaterializedPosition = `-- name: GetMaterializedPosition :one
 SELECT p.registry_generation, coalesce(p.materialized_commit_lsn, p.generation_start_lsn)::text AS durable_lsn
 FROM synchro.stream_progress($1::uuid) p
@@ -54,7 +74,7 @@ func (q *Queries) LatestRegistryGeneration(ctx context.Context) (int64, error) {
 const loadRegistry = `-- name: LoadRegistry :many
 
 SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint AS relation_oid,
-       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id
+       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id, r.bootstrap_pending
 FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id)
 `
 
@@ -70,12 +90,13 @@ type LoadRegistryRow struct {
 	ColumnTypes      []pgtype.Uint32 `json:"column_types"`
 	Generation       int64           `json:"generation"`
 	TableID          pgtype.Int4     `json:"table_id"`
+	BootstrapPending bool            `json:"bootstrap_pending"`
 }
 
 // Queries of the capture path (internal/capture): the registry it pairs row
 // events under and the position a streaming session starts from.
 // Every registration, whatever its generation, with its projected columns and
-// their registered types (the one query of the registry's rows: the worker's
+// their registered types, and whether it waits for its projection bootstrap (the one query of the registry's rows: the worker's
 // registry and internal/testdb's resolver read it).
 func (q *Queries) LoadRegistry(ctx context.Context) ([]LoadRegistryRow, error) {
 	rows, err := q.db.Query(ctx, loadRegistry)
@@ -98,6 +119,7 @@ func (q *Queries) LoadRegistry(ctx context.Context) ([]LoadRegistryRow, error) {
 			&i.ColumnTypes,
 			&i.Generation,
 			&i.TableID,
+			&i.BootstrapPending,
 		); err != nil {
 			return nil, err
 		}

@@ -180,6 +180,7 @@ type SynchroRelation struct {
 	ColumnAttnums    []int16            `json:"column_attnums"`
 	Relfilenode      pgtype.Uint32      `json:"relfilenode"`
 	ColumnXmins      []string           `json:"column_xmins"`
+	BootstrapPending bool               `json:"bootstrap_pending"`
 }
 
 type SynchroRelationEnumLabel struct {
@@ -228,6 +229,8 @@ type SynchroResetStatus struct {
 	RetiredAt        pgtype.Timestamptz `json:"retired_at"`
 	AbortedAt        pgtype.Timestamptz `json:"aborted_at"`
 	Retirement       []byte             `json:"retirement"`
+	Kind             string             `json:"kind"`
+	RelationIds      []int64            `json:"relation_ids"`
 }
 
 type SynchroRowHead struct {
@@ -270,6 +273,12 @@ type SynchroScopeDigest struct {
 	RowCount         int64       `json:"row_count"`
 }
 
+type SynchroScopeFloor struct {
+	StreamGeneration pgtype.UUID `json:"stream_generation"`
+	Scope            string      `json:"scope"`
+	FloorLsn         interface{} `json:"floor_lsn"`
+}
+
 type SynchroSegmentingRelation struct {
 	RelationID int64 `json:"relation_id"`
 }
@@ -301,7 +310,7 @@ type SynchroStreamReset struct {
 	Plugin                 string             `json:"plugin"`
 	CandidateSlot          string             `json:"candidate_slot"`
 	SourceGeneration       pgtype.UUID        `json:"source_generation"`
-	SourceSlot             string             `json:"source_slot"`
+	SourceSlot             pgtype.Text        `json:"source_slot"`
 	SourceCommitLsn        interface{}        `json:"source_commit_lsn"`
 	TargetGeneration       pgtype.UUID        `json:"target_generation"`
 	ConsistentPoint        interface{}        `json:"consistent_point"`
@@ -334,6 +343,8 @@ type SynchroStreamReset struct {
 	ActivatedAt            pgtype.Timestamptz `json:"activated_at"`
 	RetiredAt              pgtype.Timestamptz `json:"retired_at"`
 	AbortedAt              pgtype.Timestamptz `json:"aborted_at"`
+	Kind                   string             `json:"kind"`
+	RelationIds            []int64            `json:"relation_ids"`
 }
 
 type SynchroSyncedRow struct {

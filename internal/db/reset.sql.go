@@ -29,6 +29,31 @@ func (q *Queries) ActivateReset(ctx context.Context, resetID pgtype.UUID) error 
 	return err
 }
 
+const activatedBootstraps = `-- name: ActivatedBootstraps :many
+SELECT reset_id FROM synchro.stream_reset WHERE kind = 'bootstrap' AND phase = 'activated' ORDER BY activated_at
+`
+
+// Bootstraps activated and not yet retired.
+func (q *Queries) ActivatedBootstraps(ctx context.Context) ([]pgtype.UUID, error) {
+	rows, err := q.db.Query(ctx, activatedBootstraps)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []pgtype.UUID{}
+	for rows.Next() {
+		var reset_id pgtype.UUID
+		if err := rows.Scan(&reset_id); err != nil {
+			return nil, err
+		}
+		items = append(items, reset_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const beginBaseline = `-- name: BeginBaseline :exec
 SELECT synchro.begin_baseline($1::uuid, ($2::text)::pg_lsn, $3::text)
 `
@@ -53,30 +78,59 @@ func (q *Queries) BeginReset(ctx context.Context, reason string) error {
 	return err
 }
 
+const bootstrapPhase = `-- name: BootstrapPhase :one
+SELECT phase FROM synchro.stream_reset WHERE reset_id = $1::uuid
+`
+
+func (q *Queries) BootstrapPhase(ctx context.Context, resetID pgtype.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, bootstrapPhase, resetID)
+	var phase string
+	err := row.Scan(&phase)
+	return phase, err
+}
+
+const bootstrapWork = `-- name: BootstrapWork :one
+SELECT (EXISTS (SELECT FROM synchro.relation WHERE bootstrap_pending)
+        OR EXISTS (SELECT FROM synchro.stream_reset WHERE kind = 'bootstrap' AND phase = 'activated'))::boolean AS work
+`
+
+// Whether a bootstrap coordinator has work: a relation waiting for its
+// bootstrap, or a bootstrap activated and not yet retired.
+func (q *Queries) BootstrapWork(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, bootstrapWork)
+	var work bool
+	err := row.Scan(&work)
+	return work, err
+}
+
 const currentReset = `-- name: CurrentReset :one
-SELECT reset_id, phase, candidate_slot::text AS candidate_slot, target_generation,
-       (barrier_end_lsn IS NOT NULL)::boolean AS barrier_reached
+SELECT reset_id, kind, phase, candidate_slot::text AS candidate_slot, target_generation,
+       (barrier_end_lsn IS NOT NULL)::boolean AS barrier_reached, coalesce(relation_ids, '{}')::bigint[] AS relation_ids
 FROM synchro.stream_reset WHERE phase IN ('staging', 'catching_up', 'ready')
 `
 
 type CurrentResetRow struct {
 	ResetID          pgtype.UUID `json:"reset_id"`
+	Kind             string      `json:"kind"`
 	Phase            string      `json:"phase"`
 	CandidateSlot    string      `json:"candidate_slot"`
 	TargetGeneration pgtype.UUID `json:"target_generation"`
 	BarrierReached   bool        `json:"barrier_reached"`
+	RelationIds      []int64     `json:"relation_ids"`
 }
 
-// The reset in progress (staging, catching up or ready), if any.
+// The reset or bootstrap in progress (staging, catching up or ready), if any.
 func (q *Queries) CurrentReset(ctx context.Context) (CurrentResetRow, error) {
 	row := q.db.QueryRow(ctx, currentReset)
 	var i CurrentResetRow
 	err := row.Scan(
 		&i.ResetID,
+		&i.Kind,
 		&i.Phase,
 		&i.CandidateSlot,
 		&i.TargetGeneration,
 		&i.BarrierReached,
+		&i.RelationIds,
 	)
 	return i, err
 }
@@ -99,6 +153,18 @@ SELECT reset_id FROM synchro.stream_reset ORDER BY started_at DESC LIMIT 1
 // The newest reset.
 func (q *Queries) LatestReset(ctx context.Context) (pgtype.UUID, error) {
 	row := q.db.QueryRow(ctx, latestReset)
+	var reset_id pgtype.UUID
+	err := row.Scan(&reset_id)
+	return reset_id, err
+}
+
+const recordBootstrap = `-- name: RecordBootstrap :one
+SELECT synchro.record_bootstrap() AS reset_id
+`
+
+// A new bootstrap of the relations waiting for one (NULL: none waits).
+func (q *Queries) RecordBootstrap(ctx context.Context) (pgtype.UUID, error) {
+	row := q.db.QueryRow(ctx, recordBootstrap)
 	var reset_id pgtype.UUID
 	err := row.Scan(&reset_id)
 	return reset_id, err
@@ -141,7 +207,7 @@ func (q *Queries) ResetProgress(ctx context.Context, resetID pgtype.UUID) (Reset
 }
 
 const resetStatus = `-- name: ResetStatus :many
-SELECT reset_id, phase, reason, candidate_slot::text AS candidate_slot, slot_state::text AS slot_state, source_generation, target_generation,
+SELECT reset_id, kind, phase, reason, candidate_slot::text AS candidate_slot, slot_state::text AS slot_state, source_generation, target_generation,
        coalesce(consistent_point::text, '')::text AS consistent_point, coalesce(barrier_end_lsn::text, '')::text AS barrier_end_lsn,
        coalesce(staged_through::text, '')::text AS staged_through, coalesce(distance_bytes, 0)::bigint AS distance_bytes,
        relations_staged, rows_staged, fences_covered, txns_caught_up, started_at, phase_at,
@@ -151,6 +217,7 @@ FROM synchro.reset_status ORDER BY started_at DESC
 
 type ResetStatusRow struct {
 	ResetID          pgtype.UUID        `json:"reset_id"`
+	Kind             string             `json:"kind"`
 	Phase            string             `json:"phase"`
 	Reason           string             `json:"reason"`
 	CandidateSlot    string             `json:"candidate_slot"`
@@ -184,6 +251,7 @@ func (q *Queries) ResetStatus(ctx context.Context) ([]ResetStatusRow, error) {
 		var i ResetStatusRow
 		if err := rows.Scan(
 			&i.ResetID,
+			&i.Kind,
 			&i.Phase,
 			&i.Reason,
 			&i.CandidateSlot,
@@ -233,6 +301,17 @@ func (q *Queries) RetireReset(ctx context.Context, resetID pgtype.UUID) ([]byte,
 	var retirement []byte
 	err := row.Scan(&retirement)
 	return retirement, err
+}
+
+const slotExists = `-- name: SlotExists :one
+SELECT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1::text)::boolean AS found
+`
+
+func (q *Queries) SlotExists(ctx context.Context, slotName string) (bool, error) {
+	row := q.db.QueryRow(ctx, slotExists, slotName)
+	var found bool
+	err := row.Scan(&found)
+	return found, err
 }
 
 const stageBarrierEnd = `-- name: StageBarrierEnd :one

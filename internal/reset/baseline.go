@@ -3,6 +3,7 @@ package reset
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ func (c *coordinator) stage(ctx context.Context, cur db.CurrentResetRow) error {
 	if err := q.EnsureCapturePublication(ctx); err != nil {
 		return fmt.Errorf("ensure the capture publication: %w", err)
 	}
-	repl, err := wal.ReplicationConn(ctx, c.cfg.DatabaseURL, "synchro-reset")
+	repl, err := wal.ReplicationConn(ctx, c.cfg.DatabaseURL, "synchro-"+c.kind)
 	if err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func (c *coordinator) stage(ctx context.Context, cur db.CurrentResetRow) error {
 	if err != nil {
 		return fmt.Errorf("create candidate slot %s: %w", cur.CandidateSlot, err)
 	}
-	c.cfg.Log.Info("candidate slot created", "reset", cur.ResetID.String(), "slot", cur.CandidateSlot,
+	c.cfg.Log.Info("candidate slot created", c.kind, cur.ResetID.String(), "slot", cur.CandidateSlot,
 		"consistent_point", slot.ConsistentPoint)
 	if err := c.point(PointSlotCreated); err != nil {
 		return err
@@ -81,6 +82,9 @@ func (c *coordinator) stage(ctx context.Context, cur db.CurrentResetRow) error {
 	regs, err := db.New(tx).LoadRegistry(ctx)
 	if err != nil {
 		return err
+	}
+	if c.kind == "bootstrap" {
+		regs = slices.DeleteFunc(regs, func(r db.LoadRegistryRow) bool { return !slices.Contains(cur.RelationIds, r.RelationID) })
 	}
 	p := newStagingProgress(c, cur.ResetID.String())
 	if err := p.estimate(ctx, tx, regs); err != nil {
@@ -167,7 +171,7 @@ func (p *stagingProgress) begin(name string) {
 func (p *stagingProgress) ticking(ctx context.Context, step string) (stop func()) {
 	started := time.Now()
 	return every(ctx, p.c.cfg.ProgressInterval, func(context.Context) {
-		p.c.cfg.Log.Info("reset staging", "reset", p.id, "step", step, "elapsed", time.Since(started).Round(time.Second))
+		p.c.cfg.Log.Info(p.c.kind+" staging", p.c.kind, p.id, "step", step, "elapsed", time.Since(started).Round(time.Second))
 	})
 }
 
@@ -208,18 +212,18 @@ func (p *stagingProgress) add(n int) {
 	}
 	secs := now.Sub(p.logged).Seconds()
 	rate := float64(p.rows-p.loggedAt) / secs
-	attrs := []any{"reset", p.id, "step", p.step, "relation", p.relation, "relation_rows", p.relRows, "rows", p.rows,
+	attrs := []any{p.c.kind, p.id, "step", p.step, "relation", p.relation, "relation_rows", p.relRows, "rows", p.rows,
 		"rows_per_second", int64(rate)}
 	if p.total > p.rows && rate > 0 {
 		attrs = append(attrs, "eta", (time.Duration(float64(p.total-p.rows)/rate) * time.Second).Round(time.Second))
 	}
-	p.c.cfg.Log.Info("reset staging", attrs...)
+	p.c.cfg.Log.Info(p.c.kind+" staging", attrs...)
 	p.logged, p.loggedAt = now, p.rows
 }
 
 func (p *stagingProgress) done() {
 	d := time.Since(p.started)
-	p.c.cfg.Log.Info("reset baseline staged", "reset", p.id, "rows", p.copied, "duration", d.Round(time.Millisecond),
+	p.c.cfg.Log.Info(p.c.kind+" baseline staged", p.c.kind, p.id, "rows", p.copied, "duration", d.Round(time.Millisecond),
 		"rows_per_second", int64(float64(p.copied)/max(d.Seconds(), 1e-3)))
 }
 

@@ -59,6 +59,7 @@ type Result struct {
 type coordinator struct {
 	cfg  Config
 	pool *pgxpool.Pool
+	kind string // "reset" or "bootstrap": what the coordinator runs (its log lines name it)
 }
 
 func (c *coordinator) point(p Point) error {
@@ -75,6 +76,11 @@ func (c *coordinator) point(p Point) error {
 // or with cfg.Activate to activated. It holds the coordinator lock throughout;
 // a second coordinator is refused.
 func Run(ctx context.Context, cfg Config) (Result, error) {
+	return coordinate(ctx, cfg, "reset")
+}
+
+// coordinate runs fn of a coordinator of kind under the coordinator lock.
+func coordinate(ctx context.Context, cfg Config, kind string) (Result, error) {
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = 5 * time.Second
 	}
@@ -102,7 +108,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	if !locked {
-		return Result{}, errors.New("another reset coordinator is running on this database")
+		return Result{}, ErrBusy
 	}
 	defer db.New(lock).ResetUnlock(context.Background()) //nolint:errcheck
 	if cfg.Publication == "" {
@@ -110,9 +116,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	c := &coordinator{cfg: cfg, pool: pool}
+	c := &coordinator{cfg: cfg, pool: pool, kind: kind}
+	if kind == "bootstrap" {
+		return c.bootstrap(ctx)
+	}
 	return c.run(ctx)
 }
+
+// ErrBusy is returned when another coordinator (of a reset or a bootstrap)
+// runs on the database.
+var ErrBusy = errors.New("another reset or bootstrap coordinator is running on this database")
 
 func (c *coordinator) run(ctx context.Context) (Result, error) {
 	q := db.New(c.pool)
@@ -122,6 +135,9 @@ func (c *coordinator) run(ctx context.Context) (Result, error) {
 		cur, err = c.begin(ctx)
 	case err != nil:
 		return Result{}, err
+	case cur.Kind != "reset":
+		return Result{}, fmt.Errorf("projection bootstrap %s is %s: a stream reset can begin once it is activated (synchrod runs it)",
+			cur.ResetID.String(), cur.Phase)
 	case cur.Phase == "staging":
 		c.cfg.Log.Warn("discarding a reset left in staging (its baseline never committed); starting a new one",
 			"reset", cur.ResetID.String(), "candidate_slot", cur.CandidateSlot)
@@ -174,42 +190,51 @@ func (c *coordinator) begin(ctx context.Context) (db.CurrentResetRow, error) {
 	if err := q.BeginReset(ctx, c.cfg.Reason); err != nil {
 		return db.CurrentResetRow{}, fmt.Errorf("begin reset: %w", err)
 	}
-	cur, err := q.CurrentReset(ctx)
-	if err != nil {
-		return cur, err
-	}
-	c.cfg.Log.Info("stream reset begun", "reset", cur.ResetID.String(), "candidate_slot", cur.CandidateSlot, "reason", c.cfg.Reason)
-	return cur, c.point(PointBegun)
+	return c.begun(ctx)
 }
 
 // catchUp requests the barrier (once) and consumes the candidate slot into the
 // stage through it, logging progress.
 func (c *coordinator) catchUp(ctx context.Context, cur db.CurrentResetRow) error {
-	q := db.New(c.pool)
-	requested, err := q.RequestBarrier(ctx, cur.ResetID)
+	stage := &wal.Stage{ResetID: cur.ResetID.String(), Generation: cur.TargetGeneration, Slot: cur.CandidateSlot}
+	var barrier <-chan error
+	if c.kind == "bootstrap" {
+		stage.Relations = cur.RelationIds
+		barrier = c.barrierWhenClose(ctx, cur.ResetID)
+	} else if err := c.requestBarrier(ctx, cur.ResetID); err != nil {
+		return err
+	}
+	w := wal.New(wal.Config{
+		DatabaseURL: c.cfg.DatabaseURL, Publication: c.cfg.Publication, WorkerID: c.kind + "-" + cur.ResetID.String()[:8],
+		Stage: stage, ProgressInterval: c.cfg.ProgressInterval, RetryInterval: c.cfg.RetryInterval, AfterStep: c.cfg.AfterStep,
+		Log: c.cfg.Log,
+	}, c.pool)
+	stop := c.reportCatchUp(ctx, cur.ResetID)
+	err := w.CatchUp(ctx)
+	stop()
+	if barrier != nil {
+		if berr := <-barrier; err == nil && berr != nil && !errors.Is(berr, context.Canceled) {
+			err = berr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("staged catch-up: %w", err)
+	}
+	c.cfg.Log.Info(c.kind+" caught up to its barrier", c.kind, cur.ResetID.String())
+	return c.point(PointCaughtUp)
+}
+
+// requestBarrier writes the barrier (once: a barrier already written is kept).
+func (c *coordinator) requestBarrier(ctx context.Context, id pgtype.UUID) error {
+	requested, err := db.New(c.pool).RequestBarrier(ctx, id)
 	if err != nil {
 		return fmt.Errorf("request barrier: %w", err)
 	}
 	if requested {
-		c.cfg.Log.Info("reset barrier written", "reset", cur.ResetID.String())
-		if err := c.point(PointBarrier); err != nil {
-			return err
-		}
+		c.cfg.Log.Info(c.kind+" barrier written", c.kind, id.String())
+		return c.point(PointBarrier)
 	}
-	w := wal.New(wal.Config{
-		DatabaseURL: c.cfg.DatabaseURL, Publication: c.cfg.Publication, WorkerID: "reset-" + cur.ResetID.String()[:8],
-		Stage:            &wal.Stage{ResetID: cur.ResetID.String(), Generation: cur.TargetGeneration, Slot: cur.CandidateSlot},
-		ProgressInterval: c.cfg.ProgressInterval, RetryInterval: c.cfg.RetryInterval, AfterStep: c.cfg.AfterStep,
-		Log: c.cfg.Log,
-	}, c.pool)
-	stop := c.reportCatchUp(ctx, cur.ResetID)
-	err = w.CatchUp(ctx)
-	stop()
-	if err != nil {
-		return fmt.Errorf("staged catch-up: %w", err)
-	}
-	c.cfg.Log.Info("reset caught up to its barrier", "reset", cur.ResetID.String())
-	return c.point(PointCaughtUp)
+	return nil
 }
 
 // reportCatchUp logs the catch-up's position, rate and distance to the barrier
@@ -223,7 +248,7 @@ func (c *coordinator) reportCatchUp(ctx context.Context, id pgtype.UUID) (stop f
 			return
 		}
 		now := time.Now()
-		attrs := []any{"reset", id.String(), "position", p.StagedThrough, "distance_bytes", p.DistanceBytes,
+		attrs := []any{c.kind, id.String(), "position", p.StagedThrough, "distance_bytes", p.DistanceBytes,
 			"transactions", p.TxnsCaughtUp}
 		if lastTxns >= 0 {
 			secs := now.Sub(last).Seconds()
@@ -232,7 +257,7 @@ func (c *coordinator) reportCatchUp(ctx context.Context, id pgtype.UUID) (stop f
 				attrs = append(attrs, "eta", (time.Duration(float64(p.DistanceBytes)/float64(gained)*secs) * time.Second).Round(time.Second))
 			}
 		}
-		c.cfg.Log.Info("reset catching up", attrs...)
+		c.cfg.Log.Info(c.kind+" catching up", attrs...)
 		lastTxns, lastDistance, last = p.TxnsCaughtUp, p.DistanceBytes, now
 	})
 }

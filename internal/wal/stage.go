@@ -15,13 +15,17 @@ import (
 	"github.com/synchro-sync/synchro/internal/dberr"
 )
 
-// Stage is a stream reset's staged stream: its candidate slot is consumed
-// from the consistent point into the target generation, with the code that
-// materializes the active stream, until the reset's barrier transaction.
+// Stage is a stream reset's or a projection bootstrap's staged stream: its
+// candidate slot is consumed from the consistent point into the target
+// generation, with the code that materializes the active stream, until the
+// barrier transaction.
 type Stage struct {
-	ResetID    string      // the reset whose barrier message ends the catch-up
-	Generation pgtype.UUID // the reset's target generation
-	Slot       string      // the reset's candidate slot
+	ResetID    string      // the reset or bootstrap whose barrier message ends the catch-up
+	Generation pgtype.UUID // the target generation
+	Slot       string      // the candidate slot
+	// Relations, for a bootstrap, are the relations it stages: only their
+	// events are materialized into the stage (nil: every relation's).
+	Relations []int64
 }
 
 // errBarrier ends a stage's session once its barrier transaction is
@@ -96,8 +100,8 @@ func (w *Worker) stageDone(ctx context.Context) (bool, error) {
 // abort.
 func (w *Worker) resetHolds(ctx context.Context) error {
 	r, err := db.New(w.pool).CurrentReset(ctx)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && r.Kind != "reset") {
+		return nil // a bootstrap holds only its own relations (capture.Preparer)
 	}
 	if err != nil {
 		return err

@@ -56,9 +56,14 @@ type stream struct {
 func (s *stream) run(ctx context.Context) error {
 	w := s.w
 	var err error
-	if s.prep, err = capture.NewPreparer(ctx, w.pool, w.staged()); err != nil {
+	var only []int64
+	if w.cfg.Stage != nil {
+		only = w.cfg.Stage.Relations
+	}
+	if s.prep, err = capture.NewPreparer(ctx, w.pool, w.staged(), only); err != nil {
 		return err
 	}
+	s.prep.Log = w.cfg.Log
 	s.asm = capture.NewAssembler()
 	s.asm.SpillAbove(w.cfg.SpillBytes, w.cfg.SpillDir)
 	defer s.asm.Reset()

@@ -3,10 +3,10 @@
 
 -- name: LoadRegistry :many
 -- Every registration, whatever its generation, with its projected columns and
--- their registered types (the one query of the registry's rows: the worker's
+-- their registered types, and whether it waits for its projection bootstrap (the one query of the registry's rows: the worker's
 -- registry and internal/testdb's resolver read it).
 SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint AS relation_oid,
-       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id
+       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id, r.bootstrap_pending
 FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id);
 
 -- name: LatestRegistryGeneration :one
@@ -31,3 +31,9 @@ SELECT synchro.materialize_scratch();
 
 -- name: MaterializeTransaction :exec
 SELECT synchro.materialize_transaction(@batch::jsonb, sqlc.narg('staged')::uuid);
+
+-- name: BootstrapAtBarrier :one
+-- What the capture worker needs of a bootstrap whose barrier it decoded: its
+-- phase, the barrier's commit position once its stage reached it, and its relations.
+SELECT phase, coalesce(barrier_commit_lsn::text, '')::text AS barrier_commit_lsn, relation_ids::bigint[] AS relation_ids
+FROM synchro.stream_reset WHERE reset_id = @reset_id::uuid AND kind = 'bootstrap';

@@ -34,7 +34,7 @@ BEGIN
     -- The batch's new transactions; applied is the number of their applicable events.
     CREATE TEMP TABLE synchro_seg_txn (
         seq integer, commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz, event_count integer,
-        applied integer, registry_generation bigint
+        applied integer, registry_generation bigint, bootstrap uuid
     ) ON COMMIT DELETE ROWS;
     -- Every applicable event of the batch, staged by the caller (img is NULL for a
     -- delete).

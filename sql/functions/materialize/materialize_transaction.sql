@@ -16,8 +16,11 @@
 -- reset's stage instead (synchro.stream_progress), and its barrier transaction
 -- ends the stage's catch-up (synchro.advance_stage). While a reset is in
 -- progress the active stream is held blocked: a batch for it is refused
--- (SR001, which the worker treats as a block, not as a poison).
--- batch: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation"}];
+-- (SR001, which the worker treats as a block, not as a poison). A transaction
+-- that names a bootstrap (its barrier, which the worker found ready) stands
+-- alone in its segment, and the bootstrap is activated right after it
+-- (synchro.activate_bootstrap), before any later transaction of the batch.
+-- batch: [{"commit_lsn","end_lsn","xid","commit_time","event_count","applied","registry_generation","bootstrap"}];
 -- synchro_seg_event: seq (place in the batch from 1), commit_lsn, o (event ordinal),
 -- r (relation_id), k (key), op, img (NULL for a delete), partial (image lacks
 -- unchanged TOAST values), f (fence_id), v (version).
@@ -38,7 +41,7 @@ DECLARE
     failed_message text;
 BEGIN
     prog := synchro.stream_progress(staged, true);
-    IF staged IS NULL AND EXISTS (SELECT FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready')) THEN
+    IF staged IS NULL AND EXISTS (SELECT FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready') AND r.kind = 'reset') THEN
         RAISE EXCEPTION 'synchro: a stream reset is in progress: the stream stays blocked until it is activated or aborted'
             USING ERRCODE = 'SR001';
     END IF;
@@ -53,11 +56,11 @@ BEGIN
         RAISE EXCEPTION 'synchro: one batch per database transaction: this one already materialized a batch'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, applied, registry_generation)
-    SELECT t.seq, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.applied, t.registry_generation
+    INSERT INTO synchro_seg_txn (seq, commit_lsn, end_lsn, xid, commit_time, event_count, applied, registry_generation, bootstrap)
+    SELECT t.seq, t.commit_lsn, t.end_lsn, t.xid, t.commit_time, t.event_count, t.applied, t.registry_generation, t.bootstrap
     FROM ROWS FROM (jsonb_to_recordset(batch) AS (commit_lsn pg_lsn, end_lsn pg_lsn, xid bigint, commit_time timestamptz,
-                                                  event_count integer, applied integer, registry_generation bigint))
-         WITH ORDINALITY AS t(commit_lsn, end_lsn, xid, commit_time, event_count, applied, registry_generation, seq);
+                                                  event_count integer, applied integer, registry_generation bigint, bootstrap uuid))
+         WITH ORDINALITY AS t(commit_lsn, end_lsn, xid, commit_time, event_count, applied, registry_generation, bootstrap, seq);
     IF EXISTS (SELECT FROM (SELECT t.commit_lsn <= lag(t.commit_lsn) OVER (ORDER BY t.seq) AS back FROM synchro_seg_txn t) x
                WHERE x.back) THEN
         RAISE EXCEPTION 'synchro: the batch does not list its transactions in commit order'
@@ -105,19 +108,25 @@ BEGIN
     -- they are.
     BEGIN
         -- Segments: a transaction that changes a relation some rule reads
-        -- (synchro.segmenting_relation) stands alone; the transactions between
-        -- such ones form one segment each.
+        -- (synchro.segmenting_relation), or that activates a bootstrap,
+        -- stands alone; the transactions between such ones form one segment each.
         FOR lo, hi IN
             SELECT min(x.seq), max(x.seq)
             FROM (SELECT t.seq, 2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                                 + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
                   FROM synchro_seg_txn t
                   LEFT JOIN (SELECT DISTINCT e.seq FROM synchro_seg_event e
-                             WHERE e.r IN (SELECT relation_id FROM synchro.segmenting_relation)) r ON r.seq = t.seq) x
+                             WHERE e.r IN (SELECT relation_id FROM synchro.segmenting_relation)
+                             UNION
+                             SELECT b.seq FROM synchro_seg_txn b WHERE b.bootstrap IS NOT NULL) r ON r.seq = t.seq) x
             GROUP BY x.seg
             ORDER BY x.seg
         LOOP
             PERFORM synchro.materialize_segment(prog.stream_generation, lo, hi);
+            IF staged IS NULL AND lo = hi THEN
+                PERFORM synchro.activate_bootstrap(t.bootstrap, t.commit_lsn)
+                FROM synchro_seg_txn t WHERE t.seq = lo AND t.bootstrap IS NOT NULL;
+            END IF;
         END LOOP;
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS failed_state = RETURNED_SQLSTATE, failed_message = MESSAGE_TEXT;

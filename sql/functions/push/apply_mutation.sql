@@ -11,7 +11,8 @@
 -- server_row; a row outside the user's scopes answers as a missing one);
 -- rejected (policy_rejected, validation_failed, table_not_synced; deferred
 -- constraints are checked within the mutation); retry (server_retryable: lock
--- timeout, deadlock, serialization failure, an insert that lost a race). A table
+-- timeout, deadlock, serialization failure, an insert that lost a race, a
+-- table waiting for its projection bootstrap). A table
 -- that no longer matches its registration refuses the whole push (503 not_ready).
 -- Messages name a column or constraint, never a value. No pull-visible effect.
 CREATE OR REPLACE FUNCTION synchro.apply_mutation(c synchro.client, user_id text, m jsonb)
@@ -53,6 +54,10 @@ BEGIN
         RETURN head || jsonb_build_object('status', 'rejected', 'code', 'table_not_synced', 'message', 'the table is not synced');
     END IF;
     SELECT * INTO STRICT r FROM synchro.relation WHERE relation_id = t.relation_id;
+    IF r.bootstrap_pending THEN
+        RETURN head || jsonb_build_object('status', 'retry', 'code', 'server_retryable',
+                                          'message', 'the table is being bootstrapped; send the mutation again later');
+    END IF;
     IF t.push_policy = 'read_only' THEN
         RETURN head || jsonb_build_object('status', 'rejected', 'code', 'policy_rejected', 'message', 'the table is read-only');
     END IF;

@@ -371,8 +371,15 @@ BEGIN
         UNION ALL
         SELECT 13, 'reset',
                (SELECT format('stream reset %s is %s: capture stays blocked until it is activated or aborted', r.reset_id, r.phase)
-                FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready')),
-               'no stream reset in progress'
+                FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready') AND r.kind = 'reset'),
+               -- A bootstrap holds back only the relations it stages: the
+               -- tables already served stay ready.
+               coalesce((SELECT format('bootstrap %s is %s (%s rows staged); its tables are served once it is activated',
+                                       r.reset_id, r.phase, r.rows_staged)
+                         FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready') AND r.kind = 'bootstrap'),
+                        CASE WHEN EXISTS (SELECT FROM synchro.relation x WHERE x.bootstrap_pending)
+                             THEN 'a projection bootstrap is pending: synchrod starts it' END,
+                        'no stream reset in progress')
     )
     SELECT jsonb_build_object('check', name, 'ok', fail IS NULL, 'reason', coalesce(fail, note, 'ok'))
     FROM checks

@@ -1,6 +1,8 @@
 -- synchro.begin_registry_change: serializes registry changes and creates the next
 -- durable, validated registry generation. The caller finishes the change with
--- synchro.activate_registry_generation in the same transaction.
+-- synchro.activate_registry_generation in the same transaction. Refused
+-- (55006) while a relation waits for its bootstrap: a new generation could
+-- read rows the active projections do not hold yet.
 CREATE OR REPLACE FUNCTION synchro.begin_registry_change(change_reason text)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -10,6 +12,11 @@ DECLARE
     g bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('synchro.registry'));
+    IF EXISTS (SELECT FROM synchro.relation r WHERE r.bootstrap_pending) THEN
+        RAISE EXCEPTION 'synchro: % is waiting for its projection bootstrap; change the registry after it is activated (synchroctl bootstrap status)',
+            (SELECT string_agg(r.schema_name || '.' || r.relation_name, ', ' ORDER BY r.relation_id) FROM synchro.relation r WHERE r.bootstrap_pending)
+            USING ERRCODE = 'object_in_use';
+    END IF;
     INSERT INTO synchro.registry_generation (generation, reason)
     SELECT max(generation) + 1, change_reason FROM synchro.registry_generation
     RETURNING generation INTO g;

@@ -4,11 +4,11 @@
 -- storage and registered columns (synchro.record_storage: a rewrite of a
 -- registered column is catalog drift) and the labels of its columns' enum types (synchro.record_enum_labels), and
 -- returns its immutable relation_id. The relation must not be registered yet,
--- and the database must be UTF8 (0A000 otherwise). It must hold no row visible
--- to the caller (55000 otherwise): its projection starts empty, and without a
--- projection bootstrap rows written before registration would never be served.
--- synchro.install_capture then installs its triggers (after a synced table's
--- synced_table row exists, whose table_id the fence carries).
+-- and the database must be UTF8 (0A000 otherwise). It locks the relation
+-- against writers until the registering transaction commits, so that rows it
+-- already holds are exactly those the registration's bootstrap stages
+-- (synchro.begin_bootstrap). synchro.install_capture then installs its triggers
+-- (after a synced table's synced_table row exists, whose table_id the fence carries).
 CREATE OR REPLACE FUNCTION synchro.capture_relation(rel oid, kind text, cols name[], g bigint)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -18,7 +18,6 @@ DECLARE
     ident record := synchro.capture_identity(rel);
     qname text := synchro.qualified_name(rel);
     rid bigint;
-    populated boolean;
     enc name := (SELECT pg_encoding_to_char(d.encoding) FROM pg_database d WHERE d.datname = current_database());
 BEGIN
     -- pgoutput sends text in the database's encoding and captured values travel
@@ -37,11 +36,6 @@ BEGIN
     -- not committed yet is waited for, and its rows are seen. A partitioned
     -- table's rows are its partitions' (capture_identity refuses inheritance).
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', rel::regclass);
-    EXECUTE format('SELECT EXISTS (SELECT FROM %s)', rel::regclass) INTO populated;
-    IF populated THEN
-        RAISE EXCEPTION 'synchro: relation % rejected: it already holds rows, and registering a populated relation needs a projection bootstrap, which is not available yet; register it while it is empty, then write its rows',
-            qname USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
     INSERT INTO synchro.relation (registration_kind, schema_name, relation_name, relation_oid,
                                   key_column, key_type, columns, column_types, column_attnums, generation)
     SELECT kind, n.nspname, c.relname, c.oid, ident.key_column, ident.key_type,

@@ -1,6 +1,8 @@
 -- synchro.register_dependency: registers a capture-only relation that scope rules
 -- read, and returns its immutable relation_id. Same identity validation, triggers
--- and publication membership as a synced table, but no client-visible table id.
+-- and publication membership as a synced table, but no client-visible table id;
+-- a relation that holds rows is bootstrapped (synchro.begin_bootstrap) before
+-- rules may read it.
 -- options: columns (captured columns, default all; the key is always captured).
 -- Registering an already captured relation returns its id when it captures the
 -- requested columns.
@@ -27,6 +29,7 @@ BEGIN
     g := synchro.begin_registry_change('register_dependency ' || synchro.qualified_name(rel));
     rid := synchro.capture_relation(rel, 'capture_dependency', cols, g);
     PERFORM synchro.install_capture(rid);
+    PERFORM synchro.begin_bootstrap(g);
     PERFORM synchro.activate_registry_generation(g);
     RETURN rid;
 END

@@ -2,7 +2,9 @@
 -- logical table id. Validates the capture identity (synchro.capture_identity), the
 -- options and the scope rule (synchro.compile_scope_rule), installs the fence
 -- triggers, adds the relation to the publication and creates and activates a new
--- registry generation, all in the caller's transaction. Repeating an identical
+-- registry generation, all in the caller's transaction. A relation that holds
+-- rows (or a dependency it registers that does) is served once its projection
+-- bootstrap is activated (synchro.begin_bootstrap). Repeating an identical
 -- call returns the same id and changes nothing; any other change to an existing
 -- registration is rejected.
 --
@@ -144,6 +146,7 @@ BEGIN
     IF compiled.normalized ->> 'kind' = 'members' THEN
         PERFORM synchro.ensure_projection_index((compiled.normalized ->> 'relation_id')::bigint, compiled.normalized ->> 'column');
     END IF;
+    PERFORM synchro.begin_bootstrap(g);
     PERFORM synchro.activate_registry_generation(g);
     RETURN tid;
 END

@@ -2,8 +2,10 @@
 -- activation committed: durable, and recorded with who activated it): the old
 -- generation's derived state (synchro.discard_generation), the fences the
 -- baseline covered and the reset's coverage records go, and the old slot is dropped unless another stream uses
--- it. Records and returns what it removed; refused (55000) unless activated,
--- and while the old slot is in use.
+-- it. An activated bootstrap's retirement removes what is left of its stage
+-- (the staged versions and ledgers; its projections became the active ones)
+-- and drops its candidate slot. Records and returns what it removed; refused
+-- (55000) unless activated, and while the slot to drop is in use.
 CREATE OR REPLACE FUNCTION synchro.retire_reset(id uuid)
 RETURNS synchro.stream_reset
 LANGUAGE plpgsql
@@ -15,11 +17,38 @@ DECLARE
     removed jsonb;
     n bigint;
     slot_dropped boolean;
+    covered bigint;
 BEGIN
     SELECT * INTO r FROM synchro.stream_reset WHERE reset_id = id FOR UPDATE;
     IF NOT FOUND OR r.phase <> 'activated' OR r.activated_at IS NULL THEN
         RAISE EXCEPTION 'synchro: reset % is not activated: only an activated reset is retired', id
             USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF r.kind = 'bootstrap' THEN
+        IF EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = r.candidate_slot AND s.active) THEN
+            RAISE EXCEPTION 'synchro: the candidate slot % is in use: stop the bootstrap coordinator first', r.candidate_slot
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        -- The fences of the bootstrap's relations from before its barrier: the
+        -- baseline covered those it saw, the staged catch-up materialized the
+        -- others; the active stream never will.
+        DELETE FROM synchro.fence f USING synchro.event_ledger l
+        WHERE l.stream_generation = r.target_generation AND l.fence_id = f.fence_id;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        DELETE FROM synchro.fence f USING synchro.reset_coverage c WHERE c.fence_id = f.fence_id AND c.reset_id = id;
+        GET DIAGNOSTICS covered = ROW_COUNT;
+        DELETE FROM synchro.reset_coverage c WHERE c.reset_id = id;
+        removed := synchro.discard_generation(r.target_generation) || jsonb_build_object('fence', n + covered);
+        slot_dropped := EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = r.candidate_slot AND s.database = current_database());
+        UPDATE synchro.stream_reset x
+        SET phase = 'retired', phase_at = now(), retired_at = now(), retired_by = session_user,
+            retirement = removed || jsonb_build_object('slot', CASE WHEN slot_dropped THEN r.candidate_slot END)
+        WHERE x.reset_id = id
+        RETURNING * INTO r;
+        IF slot_dropped THEN
+            PERFORM pg_drop_replication_slot(r.candidate_slot);
+        END IF;
+        RETURN r;
     END IF;
     IF EXISTS (SELECT FROM pg_replication_slots s WHERE s.slot_name = r.source_slot AND s.active) THEN
         RAISE EXCEPTION 'synchro: the old slot % is in use: stop what streams it first', r.source_slot

@@ -8,8 +8,10 @@
 -- from the snapshot whose head is not a delete, after a TRUNCATE, gets no row
 -- and no version), each scope's digest at the baseline position, and a
 -- reset_baseline coverage record for every accepted fence the snapshot holds;
--- nothing of it creates an event or an effect. It moves the reset to
--- catching_up. Refused (55000) for a reset not staging with a boundary.
+-- nothing of it creates an event or an effect. A bootstrap's stage needs no
+-- deletion versions or digests (its rows were never served), and covers the
+-- fences of its own relations only. It moves the reset to catching_up.
+-- Refused (55000) for a reset not staging with a boundary.
 DROP FUNCTION IF EXISTS synchro.stage_baseline(uuid, pg_lsn, text);
 CREATE OR REPLACE FUNCTION synchro.stage_baseline(id uuid)
 RETURNS synchro.stream_reset
@@ -30,21 +32,27 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
-    INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
-    SELECT h.version, t.table_id, h.key, NULL, synchro.row_checksum(t.table_id, h.key, NULL), r.target_generation, r.baseline_lsn, 0
-    FROM synchro.synced_table t
-    JOIN synchro.row_head h ON h.relation_id = t.relation_id
-    WHERE h.fence_ctid IS NULL;
+    IF r.kind = 'reset' THEN
+        INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
+        SELECT h.version, t.table_id, h.key, NULL, synchro.row_checksum(t.table_id, h.key, NULL), r.target_generation, r.baseline_lsn, 0
+        FROM synchro.synced_table t
+        JOIN synchro.row_head h ON h.relation_id = t.relation_id
+        WHERE h.fence_ctid IS NULL;
 
-    INSERT INTO synchro.scope_digest (stream_generation, scope, commit_lsn, digest, row_count)
-    SELECT r.target_generation, m.scope, r.baseline_lsn, sum(v.checksum) % 4294967296, count(*)
-    FROM synchro.membership m
-    JOIN synchro.row_version v ON v.stream_generation = m.stream_generation AND v.table_id = m.table_id AND v.key = m.key
-    WHERE m.stream_generation = r.target_generation
-    GROUP BY m.scope;
+        INSERT INTO synchro.scope_digest (stream_generation, scope, commit_lsn, digest, row_count)
+        SELECT r.target_generation, m.scope, r.baseline_lsn, sum(v.checksum) % 4294967296, count(*)
+        FROM synchro.membership m
+        JOIN synchro.row_version v ON v.stream_generation = m.stream_generation AND v.table_id = m.table_id AND v.key = m.key
+        WHERE m.stream_generation = r.target_generation
+        GROUP BY m.scope;
 
-    INSERT INTO synchro.reset_coverage (reset_id, fence_id, candidate_slot, consistent_point, target_generation)
-    SELECT r.reset_id, f.fence_id, r.candidate_slot, r.consistent_point, r.target_generation FROM synchro.fence f;
+        INSERT INTO synchro.reset_coverage (reset_id, fence_id, candidate_slot, consistent_point, target_generation)
+        SELECT r.reset_id, f.fence_id, r.candidate_slot, r.consistent_point, r.target_generation FROM synchro.fence f;
+    ELSE
+        INSERT INTO synchro.reset_coverage (reset_id, fence_id, candidate_slot, consistent_point, target_generation)
+        SELECT r.reset_id, f.fence_id, r.candidate_slot, r.consistent_point, r.target_generation
+        FROM synchro.fence f WHERE f.relation_id = ANY (r.relation_ids);
+    END IF;
 
     UPDATE synchro.stream_reset x
     SET phase = 'catching_up', phase_at = now(), baseline_at = now(),

@@ -6,8 +6,11 @@
 -- snapshot) with its wire image and row checksum (synchro.row_checksum), and
 -- its membership edges from the table's rule (synchro.scopes_of over the
 -- staged projections), all at the baseline position. A row without a row head
--- (written before registration) is refused (55000). Returns the rows staged
--- and the chunk's last key; no rows: the table is done.
+-- (written before registration) is refused (55000). A bootstrap's rows get
+-- their versions only (their memberships are evaluated at its activation, over
+-- the active projections): a row without a row head gets a new version, which
+-- its activation makes the row head's unless a fence moved it meanwhile.
+-- Returns the rows staged and the chunk's last key; no rows: the table is done.
 CREATE OR REPLACE FUNCTION synchro.stage_synced_rows(id uuid, tid integer, after_key text, max_rows integer,
                                                      OUT staged integer, OUT last_key text)
 LANGUAGE plpgsql
@@ -20,8 +23,10 @@ DECLARE
     t synchro.synced_table;
     unsynced text[];
     headless integer;
+    bootstrap boolean;
 BEGIN
     SELECT * INTO STRICT r FROM synchro.stream_reset WHERE reset_id = id AND phase = 'staging';
+    bootstrap := r.kind = 'bootstrap';
     SELECT * INTO STRICT t FROM synchro.synced_table WHERE table_id = tid;
     SELECT ARRAY(SELECT unnest(rel.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) INTO STRICT unsynced
     FROM synchro.relation rel WHERE rel.relation_id = t.relation_id;
@@ -47,6 +52,9 @@ BEGIN
     IF staged = 0 THEN
         RETURN;
     END IF;
+    IF bootstrap THEN
+        UPDATE synchro_stage_chunk c SET version = synchro.mint_version() WHERE c.version IS NULL;
+    END IF;
     SELECT count(*) INTO headless FROM synchro_stage_chunk c WHERE c.version IS NULL;
     IF headless > 0 THEN
         RAISE EXCEPTION 'synchro: % synced rows have no version (written before their table was registered); a reset cannot stage them', headless
@@ -55,10 +63,12 @@ BEGIN
     INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
     SELECT w.version, tid, w.key, w.wire, synchro.row_checksum(tid, w.key, w.wire), r.target_generation, r.baseline_lsn, 0
     FROM (SELECT c.version, c.key, c.image - unsynced AS wire FROM synchro_stage_chunk c OFFSET 0) w;
-    INSERT INTO synchro.membership (stream_generation, scope, table_id, key, from_lsn)
-    SELECT r.target_generation, s, tid, c.key, r.baseline_lsn
-    FROM synchro_stage_chunk c
-    CROSS JOIN LATERAL synchro.scopes_of(t.scope_rule, c.key, c.image, false) s;
+    IF NOT bootstrap THEN
+        INSERT INTO synchro.membership (stream_generation, scope, table_id, key, from_lsn)
+        SELECT r.target_generation, s, tid, c.key, r.baseline_lsn
+        FROM synchro_stage_chunk c
+        CROSS JOIN LATERAL synchro.scopes_of(t.scope_rule, c.key, c.image, false) s;
+    END IF;
     last_key := (SELECT max(c.key) FROM synchro_stage_chunk c);
 END
 $$;

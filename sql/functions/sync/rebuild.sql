@@ -12,7 +12,8 @@
 -- cursors are bound to the client and to the scope's assignment epoch
 -- (synchro.scope_token): a session cursor that does not verify (edited, another
 -- scope, another stream generation, another client, the scope assigned again
--- since the session started) is refused; the client restarts with cursor null.
+-- since the session started, or a session begun before the scope's floor,
+-- synchro.scope_floor) is refused; the client restarts with cursor null.
 -- The capture gate runs first.
 DROP FUNCTION IF EXISTS synchro.rebuild(text, jsonb, integer);
 CREATE OR REPLACE FUNCTION synchro.rebuild(user_id text, request jsonb, page_limit integer, page_bytes bigint)
@@ -48,6 +49,9 @@ BEGIN
             PERFORM synchro.refuse(400, 'invalid_request', 'the rebuild cursor is not valid for this scope; restart the rebuild with cursor null');
         END IF;
         h := session[1]::pg_lsn;
+        IF h < (SELECT f.floor_lsn FROM synchro.scope_floor f WHERE f.stream_generation = p.stream_generation AND f.scope = target) THEN
+            PERFORM synchro.refuse(400, 'invalid_request', 'the scope gained rows of a newly served table since this rebuild began; restart the rebuild with cursor null');
+        END IF;
         after_table := session[2]::integer;
         after_key := session[3];
     END IF;

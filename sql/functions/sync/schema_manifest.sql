@@ -2,7 +2,8 @@
 -- (docs/protocol.md, "GET /sync/schema") without version and hash: tables by
 -- wire name with key, columns (synced, in registration order, portable types),
 -- composition (multi_scope when the rule can put a row in several scopes) and
--- the table's indexes over synced columns only. Deterministic for one registry.
+-- the table's indexes over synced columns only. A table waiting for its
+-- projection bootstrap is left out. Deterministic for one registry.
 CREATE OR REPLACE FUNCTION synchro.schema_manifest()
 RETURNS jsonb
 LANGUAGE sql STABLE
@@ -37,5 +38,6 @@ AS $$
                ) AS tbl
         FROM synchro.synced_table t
         JOIN synchro.relation r ON r.relation_id = t.relation_id
+        WHERE NOT r.bootstrap_pending
     ) s
 $$;

@@ -2,8 +2,9 @@
 -- cannot be resumed by client c (whose scope set is current): NULL, malformed,
 -- bad signature, another scope, another stream generation, another client, a
 -- scope not assigned to c or assigned to it again since the cursor was issued
--- (synchro.read_scope_token), or past the materialized high-watermark hw (a
--- cursor this stream never issued).
+-- (synchro.read_scope_token), past the materialized high-watermark hw (a
+-- cursor this stream never issued), or before the scope's floor (a bootstrap
+-- added rows to the scope there, synchro.scope_floor).
 DROP FUNCTION IF EXISTS synchro.read_scope_cursor(text, uuid, text, pg_lsn);
 CREATE OR REPLACE FUNCTION synchro.read_scope_cursor(cursor text, gen uuid, c synchro.client, scope text, hw pg_lsn,
                                                     OUT lsn pg_lsn, OUT event_ordinal integer, OUT effect_ordinal integer)
@@ -13,7 +14,8 @@ AS $$
 DECLARE
     parts text[] := synchro.read_scope_token('c', cursor, gen, c, scope);
 BEGIN
-    IF parts IS NULL OR cardinality(parts) <> 3 OR parts[1]::pg_lsn > hw THEN
+    IF parts IS NULL OR cardinality(parts) <> 3 OR parts[1]::pg_lsn > hw
+       OR parts[1]::pg_lsn < (SELECT f.floor_lsn FROM synchro.scope_floor f WHERE f.stream_generation = gen AND f.scope = read_scope_cursor.scope) THEN
         RETURN;
     END IF;
     lsn := parts[1]::pg_lsn;
