@@ -6,7 +6,6 @@ import (
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
-
 // TestRegistrationOfPopulatedRelationsBootstraps: every relation a
 // registration registers (the synced table, a dependency, a dependency a path
 // or members rule registers by itself, a partitioned table through its

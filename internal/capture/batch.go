@@ -31,7 +31,7 @@ type Prepared struct {
 	// barrier; "" for none).
 	Bootstrap string
 	Events    []stagedEvent
-	spill              *Spill // the source transaction's spill file, where its images are when it has one
+	spill     *Spill // the source transaction's spill file, where its images are when it has one
 }
 
 // batchJSON renders txns as synchro.materialize_transaction takes them:
