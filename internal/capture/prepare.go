@@ -145,7 +145,8 @@ const bootstrapPoll = 20 * time.Millisecond
 // awaitBootstrap decides, at a transaction carrying a barrier, whether the
 // bootstrap it names is activated right after it (its id) or not (""): it is
 // when the bootstrap's stage reached exactly this barrier and was verified
-// (ready). While the stage has not reached it yet the stream waits here (the
+// (ready), or when it is a registry change with nothing to stage that this
+// very transaction recorded (ready at once). While the stage has not reached it yet the stream waits here (the
 // stage trails the same WAL; its coordinator writes the barrier only once the
 // stage is close behind); an aborted bootstrap, or a barrier that is not a
 // bootstrap's, activates nothing. The relations of an activated bootstrap are
@@ -166,7 +167,8 @@ func (p *Preparer) awaitBootstrap(ctx context.Context, txn *Txn) (string, error)
 		}
 		switch b.Phase {
 		case "ready":
-			if b.BarrierCommitLsn != txn.CommitLSN.String() {
+			staged := b.BarrierCommitLsn != ""
+			if (staged && b.BarrierCommitLsn != txn.CommitLSN.String()) || (!staged && b.BarrierXid != int64(txn.Xid)) {
 				return "", nil
 			}
 			for _, rid := range b.RelationIds {

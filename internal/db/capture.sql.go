@@ -21,7 +21,8 @@ func (q *Queries) AwaitVisible(ctx context.Context, xids []int64) error {
 }
 
 const bootstrapAtBarrier = `-- name: BootstrapAtBarrier :one
-SELECT phase, coalesce(barrier_commit_lsn::text, '')::text AS barrier_commit_lsn, relation_ids::bigint[] AS relation_ids
+SELECT phase, coalesce(barrier_commit_lsn::text, '')::text AS barrier_commit_lsn, relation_ids::bigint[] AS relation_ids,
+       coalesce(barrier_xid::text::bigint % 4294967296, -1)::bigint AS barrier_xid
 FROM synchro.stream_reset WHERE reset_id = $1::uuid AND kind = 'bootstrap'
 `
 
@@ -29,14 +30,22 @@ type BootstrapAtBarrierRow struct {
 	Phase            string  `json:"phase"`
 	BarrierCommitLsn string  `json:"barrier_commit_lsn"`
 	RelationIds      []int64 `json:"relation_ids"`
+	BarrierXid       int64   `json:"barrier_xid"`
 }
 
 // What the capture worker needs of a bootstrap whose barrier it decoded: its
-// phase, the barrier's commit position once its stage reached it, and its relations.
+// phase, the barrier's commit position once its stage reached it (none for a
+// change with nothing to stage: its barrier is the transaction with its
+// xid, low 32 bits), and its relations.
 func (q *Queries) BootstrapAtBarrier(ctx context.Context, resetID pgtype.UUID) (BootstrapAtBarrierRow, error) {
 	row := q.db.QueryRow(ctx, bootstrapAtBarrier, resetID)
 	var i BootstrapAtBarrierRow
-	err := row.Scan(&i.Phase, &i.BarrierCommitLsn, &i.RelationIds)
+	err := row.Scan(
+		&i.Phase,
+		&i.BarrierCommitLsn,
+		&i.RelationIds,
+		&i.BarrierXid,
+	)
 	return i, err
 }
 

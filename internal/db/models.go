@@ -345,6 +345,7 @@ type SynchroStreamReset struct {
 	AbortedAt              pgtype.Timestamptz `json:"aborted_at"`
 	Kind                   string             `json:"kind"`
 	RelationIds            []int64            `json:"relation_ids"`
+	Registration           []byte             `json:"registration"`
 }
 
 type SynchroSyncedRow struct {

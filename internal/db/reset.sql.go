@@ -292,6 +292,15 @@ func (q *Queries) ResetUnlock(ctx context.Context) error {
 	return err
 }
 
+const restartBootstrap = `-- name: RestartBootstrap :exec
+SELECT synchro.restart_bootstrap($1::uuid)
+`
+
+func (q *Queries) RestartBootstrap(ctx context.Context, resetID pgtype.UUID) error {
+	_, err := q.db.Exec(ctx, restartBootstrap, resetID)
+	return err
+}
+
 const retireReset = `-- name: RetireReset :one
 SELECT coalesce((synchro.retire_reset($1::uuid)).retirement, '{}')::jsonb AS retirement
 `

@@ -18,7 +18,7 @@ import (
 // once the stage is close behind the WAL, verification (ready), activation by
 // the capture worker at the barrier, and retirement (what is left of the stage
 // and its candidate slot). A bootstrap left in staging by a coordinator that
-// died is discarded and a new one begun. Result.Phase is "" when no relation
+// died is started over (synchro.restart_bootstrap). Result.Phase is "" when no relation
 // waits. It holds the coordinator lock throughout (ErrBusy: another runs).
 func Bootstrap(ctx context.Context, cfg Config) (Result, error) {
 	return coordinate(ctx, cfg, "bootstrap")
@@ -59,13 +59,13 @@ func (c *coordinator) bootstrap(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		if found {
-			c.cfg.Log.Warn("discarding a bootstrap left in staging (its baseline never committed); starting a new one",
+			c.cfg.Log.Warn("starting over a bootstrap left in staging (its baseline never committed)",
 				"bootstrap", cur.ResetID.String(), "candidate_slot", cur.CandidateSlot)
-			if err := q.AbortReset(ctx, cur.ResetID); err != nil {
-				return Result{}, fmt.Errorf("discard bootstrap %s: %w", cur.ResetID, err)
+			if err := q.RestartBootstrap(ctx, cur.ResetID); err != nil {
+				return Result{}, fmt.Errorf("start bootstrap %s over: %w", cur.ResetID, err)
 			}
-			if cur, err = c.beginBootstrap(ctx); err != nil {
-				return Result{ResetID: cur.ResetID.String(), Phase: cur.Phase}, err
+			if cur, err = q.CurrentReset(ctx); err != nil {
+				return Result{}, err
 			}
 		}
 	default:

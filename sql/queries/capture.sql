@@ -34,6 +34,9 @@ SELECT synchro.materialize_transaction(@batch::jsonb, sqlc.narg('staged')::uuid)
 
 -- name: BootstrapAtBarrier :one
 -- What the capture worker needs of a bootstrap whose barrier it decoded: its
--- phase, the barrier's commit position once its stage reached it, and its relations.
-SELECT phase, coalesce(barrier_commit_lsn::text, '')::text AS barrier_commit_lsn, relation_ids::bigint[] AS relation_ids
+-- phase, the barrier's commit position once its stage reached it (none for a
+-- change with nothing to stage: its barrier is the transaction with its
+-- xid, low 32 bits), and its relations.
+SELECT phase, coalesce(barrier_commit_lsn::text, '')::text AS barrier_commit_lsn, relation_ids::bigint[] AS relation_ids,
+       coalesce(barrier_xid::text::bigint % 4294967296, -1)::bigint AS barrier_xid
 FROM synchro.stream_reset WHERE reset_id = @reset_id::uuid AND kind = 'bootstrap';

@@ -84,3 +84,6 @@ SELECT (EXISTS (SELECT FROM synchro.relation WHERE bootstrap_pending)
 
 -- name: SlotExists :one
 SELECT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = @slot_name::text)::boolean AS found;
+
+-- name: RestartBootstrap :exec
+SELECT synchro.restart_bootstrap(@reset_id::uuid);

@@ -18,6 +18,21 @@ ALTER TABLE synchro.stream_reset
     ALTER COLUMN source_slot DROP NOT NULL,
     ADD CHECK (kind = 'bootstrap' OR (source_generation IS NOT NULL AND source_slot IS NOT NULL));
 
+-- A registry change with nothing to stage (a rule or option change over
+-- columns already captured, an unregistration: relation_ids empty) is ready
+-- when recorded and activated at its own transaction; registration is the
+-- change the activation applies ({"op": "register" | "reconfigure" |
+-- "unregister", ...}, synchro.activate_bootstrap).
+ALTER TABLE synchro.stream_reset
+    ADD COLUMN registration jsonb NOT NULL DEFAULT '{"op": "register"}',
+    DROP CONSTRAINT stream_reset_check,
+    DROP CONSTRAINT stream_reset_check1,
+    ADD CONSTRAINT stream_reset_baselined
+        CHECK (phase IN ('staging', 'aborted') OR baseline_lsn IS NOT NULL OR relation_ids = '{}'),
+    ADD CONSTRAINT stream_reset_verified
+        CHECK (phase NOT IN ('ready', 'activated', 'retired') OR (barrier_end_lsn IS NOT NULL AND verified_at IS NOT NULL)
+               OR relation_ids = '{}');
+
 -- A registration waiting for its bootstrap: captured (triggers, publication,
 -- fences) but not served (not in the schema manifest, pushes answered retry),
 -- its row events held out of the active stream's materialization until the
@@ -34,9 +49,22 @@ CREATE TABLE synchro.scope_floor (
     PRIMARY KEY (stream_generation, scope)
 );
 
+-- A fence is materialized at most once per stream generation: a
+-- reconfiguration's stage materializes the events of a table the active
+-- stream keeps serving.
+DROP INDEX synchro.event_ledger_fence;
+CREATE UNIQUE INDEX event_ledger_fence ON synchro.event_ledger (fence_id, stream_generation);
+
 -- +goose Down
+DROP INDEX synchro.event_ledger_fence;
+DELETE FROM synchro.event_ledger l USING synchro.progress p WHERE l.stream_generation <> p.stream_generation;
+CREATE UNIQUE INDEX event_ledger_fence ON synchro.event_ledger (fence_id);
 DROP TABLE synchro.scope_floor;
 ALTER TABLE synchro.relation DROP COLUMN bootstrap_pending CASCADE;
 DELETE FROM synchro.stream_reset WHERE kind = 'bootstrap';
+ALTER TABLE synchro.stream_reset DROP CONSTRAINT stream_reset_baselined, DROP CONSTRAINT stream_reset_verified,
+    ADD CHECK (phase IN ('staging', 'aborted') OR baseline_lsn IS NOT NULL),
+    ADD CHECK (phase NOT IN ('ready', 'activated', 'retired') OR (barrier_end_lsn IS NOT NULL AND verified_at IS NOT NULL)),
+    DROP COLUMN registration;
 ALTER TABLE synchro.stream_reset DROP COLUMN relation_ids CASCADE, DROP COLUMN kind CASCADE,
     ALTER COLUMN source_generation SET NOT NULL, ALTER COLUMN source_slot SET NOT NULL;

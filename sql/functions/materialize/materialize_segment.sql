@@ -51,7 +51,9 @@ BEGIN
     -- relation, operation, key and version, written by the event's own
     -- transaction (fence.xid's low 32 bits are the decoded xid), and not yet
     -- materialized. Fences are immutable: a fence is materialized once the event
-    -- ledger names it (at most once: event_ledger_fence is unique). The
+    -- generation's ledger names it (at most once per generation:
+    -- event_ledger_fence is unique; a bootstrap's stage materializes the fences
+    -- of a table the active stream serves too). The
     -- transaction check groups the checked fences per transaction and meets the
     -- batch's transactions in a full join, which is only ever hashed or merged
     -- (never a rescan per row, whatever the scratch tables' estimates). Any
@@ -63,7 +65,7 @@ BEGIN
           FROM synchro_seg_event e
           LEFT JOIN LATERAL (SELECT f.xid, f.client_id FROM synchro.fence f
                              WHERE f.fence_id = e.f AND f.relation_id = e.r AND f.op = e.op AND f.key = e.k AND f.version = e.v
-                               AND NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id)
+                               AND NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id AND l.stream_generation = gen)
                              OFFSET 0) f ON true
           WHERE e.seq BETWEEN first_seq AND last_seq
           GROUP BY e.seq, f.xid) m

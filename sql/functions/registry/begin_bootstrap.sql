@@ -10,7 +10,7 @@
 -- Until then their row events are held out of the active stream, their synced
 -- tables are not in the schema manifest and pushes to them are answered retry.
 -- Returns the bootstrap's id, NULL when every relation of g is empty. Refused
--- (55006) while a stream reset or another bootstrap is in progress.
+-- (55006) while a stream reset is in progress (synchro.record_registry_change).
 CREATE OR REPLACE FUNCTION synchro.begin_bootstrap(g bigint)
 RETURNS uuid
 LANGUAGE plpgsql
@@ -26,11 +26,6 @@ BEGIN
     END LOOP;
     IF NOT populated THEN
         RETURN NULL;
-    END IF;
-    IF EXISTS (SELECT FROM synchro.stream_reset r WHERE r.phase IN ('staging', 'catching_up', 'ready')) THEN
-        RAISE EXCEPTION 'synchro: a stream reset or a bootstrap is in progress; register % after it is activated or aborted',
-            (SELECT string_agg(synchro.qualified_name(r.relation_oid), ', ' ORDER BY r.relation_id) FROM synchro.relation r WHERE r.generation = g)
-            USING ERRCODE = 'object_in_use';
     END IF;
     UPDATE synchro.relation r SET bootstrap_pending = true WHERE r.generation = g;
     RETURN synchro.record_bootstrap();

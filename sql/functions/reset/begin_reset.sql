@@ -20,8 +20,9 @@ BEGIN
         RAISE EXCEPTION 'synchro: another stream reset is in progress: resume it (synchroctl reset start) or abort it (synchroctl reset abort)'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF EXISTS (SELECT FROM synchro.relation x WHERE x.bootstrap_pending) THEN
-        RAISE EXCEPTION 'synchro: a projection bootstrap is pending: a reset can begin once it is activated (synchroctl bootstrap status)'
+    IF EXISTS (SELECT FROM synchro.relation x WHERE x.bootstrap_pending)
+       OR EXISTS (SELECT FROM synchro.stream_reset x WHERE x.phase IN ('staging', 'catching_up', 'ready') AND x.kind = 'bootstrap') THEN
+        RAISE EXCEPTION 'synchro: a projection bootstrap or registry change is pending: a reset can begin once it is activated (synchroctl reset status)'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     INSERT INTO synchro.stream_reset (reset_id, reason, candidate_slot, source_generation, source_slot, source_commit_lsn)

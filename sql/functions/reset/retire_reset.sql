@@ -32,10 +32,15 @@ BEGIN
         -- The fences of the bootstrap's relations from before its barrier: the
         -- baseline covered those it saw, the staged catch-up materialized the
         -- others; the active stream never will.
+        -- (A reconfigured table's were materialized by the active stream too;
+        -- those stay until history pruning takes them.)
         DELETE FROM synchro.fence f USING synchro.event_ledger l
-        WHERE l.stream_generation = r.target_generation AND l.fence_id = f.fence_id;
+        WHERE l.stream_generation = r.target_generation AND l.fence_id = f.fence_id
+          AND NOT EXISTS (SELECT FROM synchro.event_ledger a WHERE a.fence_id = f.fence_id AND a.stream_generation = (SELECT p.stream_generation FROM synchro.progress p));
         GET DIAGNOSTICS n = ROW_COUNT;
-        DELETE FROM synchro.fence f USING synchro.reset_coverage c WHERE c.fence_id = f.fence_id AND c.reset_id = id;
+        DELETE FROM synchro.fence f USING synchro.reset_coverage c
+        WHERE c.fence_id = f.fence_id AND c.reset_id = id
+          AND NOT EXISTS (SELECT FROM synchro.event_ledger a WHERE a.fence_id = f.fence_id AND a.stream_generation = (SELECT p.stream_generation FROM synchro.progress p));
         GET DIAGNOSTICS covered = ROW_COUNT;
         DELETE FROM synchro.reset_coverage c WHERE c.reset_id = id;
         removed := synchro.discard_generation(r.target_generation) || jsonb_build_object('fence', n + covered);
