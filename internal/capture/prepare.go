@@ -273,6 +273,9 @@ func prepare(txn *Txn, reg *registry, active int64, last rowImages, applies func
 		}
 		out.RegistryGeneration = max(out.RegistryGeneration, a.Generation)
 	}
+	if len(reg.dropped) > 0 {
+		txn.Fences = slices.DeleteFunc(txn.Fences, func(f Fence) bool { return reg.dropped[f.RelationID] })
+	}
 	pairs, err := Pair(txn, reg.resolver(active, txn))
 	if err != nil {
 		return out, err

@@ -24,13 +24,17 @@ type registry struct {
 	byName  map[[2]string]registration
 	latest  int64          // highest durable generation loaded
 	pending map[int64]bool // relations waiting for their projection bootstrap
+	// dropped are relations whose unregistration is recorded and not yet
+	// activated: their row events and fences are left out unpaired (a
+	// drifted relation's would block capture before the unregistration).
+	dropped map[int64]bool
 }
 
 // loadRegistry loads the durable registry (db.LoadRegistry, the one query of
 // the registry's rows).
 func loadRegistry(ctx context.Context, q db.DBTX) (*registry, error) {
 	r := &registry{byOID: map[uint32]registration{}, byRel: map[int64]registration{}, byName: map[[2]string]registration{},
-		pending: map[int64]bool{}}
+		pending: map[int64]bool{}, dropped: map[int64]bool{}}
 	var err error
 	if r.latest, err = db.New(q).LatestRegistryGeneration(ctx); err != nil {
 		return nil, fmt.Errorf("load registry: %w", err)
@@ -50,6 +54,9 @@ func loadRegistry(ctx context.Context, q db.DBTX) (*registry, error) {
 		r.byName[[2]string{reg.Relation.Schema, reg.Relation.Name}] = reg
 		if row.BootstrapPending {
 			r.pending[reg.RelationID] = true
+		}
+		if row.Unregistering {
+			r.dropped[reg.RelationID] = true
 		}
 	}
 	return r, nil
@@ -100,7 +107,7 @@ func (r *registry) resolver(active int64, txn *Txn) Resolver {
 				return Registered{}, false
 			}
 		}
-		if reg.Generation > g {
+		if reg.Generation > g || r.dropped[reg.RelationID] {
 			return Registered{}, false
 		}
 		return reg.Registered, true

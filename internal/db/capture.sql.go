@@ -83,7 +83,10 @@ func (q *Queries) LatestRegistryGeneration(ctx context.Context) (int64, error) {
 const loadRegistry = `-- name: LoadRegistry :many
 
 SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint AS relation_oid,
-       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id, r.bootstrap_pending
+       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id, r.bootstrap_pending,
+       EXISTS (SELECT FROM synchro.stream_reset b
+               WHERE b.kind = 'bootstrap' AND b.phase = 'ready' AND b.registration ->> 'op' = 'unregister'
+                 AND (b.registration ->> 'relation_id')::bigint = r.relation_id)::boolean AS unregistering
 FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id)
 `
 
@@ -100,12 +103,14 @@ type LoadRegistryRow struct {
 	Generation       int64           `json:"generation"`
 	TableID          pgtype.Int4     `json:"table_id"`
 	BootstrapPending bool            `json:"bootstrap_pending"`
+	Unregistering    bool            `json:"unregistering"`
 }
 
 // Queries of the capture path (internal/capture): the registry it pairs row
 // events under and the position a streaming session starts from.
 // Every registration, whatever its generation, with its projected columns and
-// their registered types, and whether it waits for its projection bootstrap (the one query of the registry's rows: the worker's
+// their registered types, whether it waits for its projection bootstrap, and
+// whether its unregistration is recorded and not activated yet (the one query of the registry's rows: the worker's
 // registry and internal/testdb's resolver read it).
 func (q *Queries) LoadRegistry(ctx context.Context) ([]LoadRegistryRow, error) {
 	rows, err := q.db.Query(ctx, loadRegistry)
@@ -129,6 +134,7 @@ func (q *Queries) LoadRegistry(ctx context.Context) ([]LoadRegistryRow, error) {
 			&i.Generation,
 			&i.TableID,
 			&i.BootstrapPending,
+			&i.Unregistering,
 		); err != nil {
 			return nil, err
 		}

@@ -3,10 +3,14 @@
 
 -- name: LoadRegistry :many
 -- Every registration, whatever its generation, with its projected columns and
--- their registered types, and whether it waits for its projection bootstrap (the one query of the registry's rows: the worker's
+-- their registered types, whether it waits for its projection bootstrap, and
+-- whether its unregistration is recorded and not activated yet (the one query of the registry's rows: the worker's
 -- registry and internal/testdb's resolver read it).
 SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid::bigint AS relation_oid,
-       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id, r.bootstrap_pending
+       r.key_column, r.key_type, r.columns::text[] AS columns, r.column_types, r.generation, t.table_id, r.bootstrap_pending,
+       EXISTS (SELECT FROM synchro.stream_reset b
+               WHERE b.kind = 'bootstrap' AND b.phase = 'ready' AND b.registration ->> 'op' = 'unregister'
+                 AND (b.registration ->> 'relation_id')::bigint = r.relation_id)::boolean AS unregistering
 FROM synchro.relation r LEFT JOIN synchro.synced_table t USING (relation_id);
 
 -- name: LatestRegistryGeneration :one

@@ -9,10 +9,11 @@
 -- that gains or loses rows of it is rebuilt by its clients (a scope floor).
 -- Columns the new definition captures and the current one does not (a column
 -- added to the table since registration, one a new rule reads) came without
--- row events for the rows that already hold them: they are captured from this
--- transaction on, and the table's projection is bootstrapped (staged from a
--- snapshot) before the change activates; so is a populated relation the new
--- rule registers. The relation's current identity and storage are recorded
+-- row events for the rows that already hold them; so did the values of a
+-- captured column whose type changed (ALTER COLUMN ... TYPE): they are captured
+-- from this transaction on, and the table's projection is bootstrapped (staged
+-- from a snapshot) before the change activates; so is a populated relation the
+-- new rule registers. The relation's current identity and storage are recorded
 -- again (a renamed relation, a rewrite of its columns). While capture is
 -- blocked (relation drift is), the change is applied to the registry at once
 -- and takes effect with the stream reset that recovers capture (NULL is
@@ -55,7 +56,12 @@ BEGIN
     compiled := synchro.compile_scope_rule(rel, scope_rule, g);
     PERFORM synchro.check_wire_name(rel, def.wire_name, t.table_id);
     captured := ARRAY(SELECT DISTINCT c FROM unnest(def.sync_columns || compiled.columns || ident.key_column) c ORDER BY c);
-    added := EXISTS (SELECT FROM unnest(captured) c WHERE c <> ALL (r.columns));
+    -- A column newly captured, or a captured one whose type changed (its
+    -- values in existing rows would keep their old rendering): restaged.
+    added := EXISTS (SELECT FROM unnest(captured) c WHERE c <> ALL (r.columns))
+             OR EXISTS (SELECT FROM unnest(r.columns, r.column_types) u(col, typ)
+                        JOIN pg_attribute a ON a.attrelid = rel AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped
+                        WHERE a.atttypid <> u.typ);
 
     -- Captured from here on (the worker renders decoded rows by them from
     -- this generation on); the relation's identity as it is now.
