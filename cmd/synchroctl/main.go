@@ -23,7 +23,7 @@ type command struct {
 
 var commands = map[string]command{
 	"migrate":  {"apply migrations and the function bundle (idempotent)", runMigrate},
-	"registry": {"registry list: the registered relations", runRegistry},
+	"registry": {"registry list | reconfigure | unregister | unregister-dependency | bootstrap", runRegistry},
 	"poison":   {"poison list | show ID | retry ID: blocking poison transactions", runPoison},
 	"reset":    {"reset start | status | activate | abort | retire: stream reset", runReset},
 	"status":   {"readiness checks, stream positions, lag, workers and poison", runStatus},

@@ -24,7 +24,15 @@ func (q *Queries) GetBundleDigest(ctx context.Context) (string, error) {
 
 const listRelations = `-- name: ListRelations :many
 SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid,
-       r.key_column, r.key_type, r.generation, t.table_id, t.name AS table_name, t.push_policy
+       r.key_column, r.key_type, r.generation, t.table_id, t.name AS table_name, t.push_policy,
+       (CASE WHEN r.bootstrap_pending THEN 'bootstrapping'
+             WHEN EXISTS (SELECT FROM synchro.stream_reset b
+                          WHERE b.kind = 'bootstrap' AND b.phase IN ('staging', 'catching_up', 'ready')
+                            AND (b.registration ->> 'relation_id')::bigint = r.relation_id) THEN 'unregistering'
+             WHEN EXISTS (SELECT FROM synchro.stream_reset b
+                          WHERE b.kind = 'bootstrap' AND b.phase IN ('staging', 'catching_up', 'ready')
+                            AND (b.registration ->> 'table_id')::integer = t.table_id) THEN 'reconfiguring'
+             WHEN t.table_id IS NOT NULL THEN 'served' ELSE 'captured' END)::text AS state
 FROM synchro.relation r
 LEFT JOIN synchro.synced_table t ON t.relation_id = r.relation_id
 ORDER BY r.relation_id
@@ -42,6 +50,7 @@ type ListRelationsRow struct {
 	TableID          pgtype.Int4   `json:"table_id"`
 	TableName        pgtype.Text   `json:"table_name"`
 	PushPolicy       pgtype.Text   `json:"push_policy"`
+	State            string        `json:"state"`
 }
 
 func (q *Queries) ListRelations(ctx context.Context) ([]ListRelationsRow, error) {
@@ -65,6 +74,7 @@ func (q *Queries) ListRelations(ctx context.Context) ([]ListRelationsRow, error)
 			&i.TableID,
 			&i.TableName,
 			&i.PushPolicy,
+			&i.State,
 		); err != nil {
 			return nil, err
 		}
@@ -74,4 +84,43 @@ func (q *Queries) ListRelations(ctx context.Context) ([]ListRelationsRow, error)
 		return nil, err
 	}
 	return items, nil
+}
+
+const reconfigureTable = `-- name: ReconfigureTable :one
+SELECT coalesce(synchro.reconfigure_table(($1::text)::regclass, $2::jsonb, $3::jsonb)::text, '')::text AS change_id
+`
+
+type ReconfigureTableParams struct {
+	Relation  string `json:"relation"`
+	ScopeRule []byte `json:"scope_rule"`
+	Options   []byte `json:"options"`
+}
+
+func (q *Queries) ReconfigureTable(ctx context.Context, arg ReconfigureTableParams) (string, error) {
+	row := q.db.QueryRow(ctx, reconfigureTable, arg.Relation, arg.ScopeRule, arg.Options)
+	var change_id string
+	err := row.Scan(&change_id)
+	return change_id, err
+}
+
+const unregisterDependency = `-- name: UnregisterDependency :one
+SELECT synchro.unregister_dependency(($1::text)::regclass)::text AS change_id
+`
+
+func (q *Queries) UnregisterDependency(ctx context.Context, relation string) (string, error) {
+	row := q.db.QueryRow(ctx, unregisterDependency, relation)
+	var change_id string
+	err := row.Scan(&change_id)
+	return change_id, err
+}
+
+const unregisterTable = `-- name: UnregisterTable :one
+SELECT synchro.unregister_table(($1::text)::regclass)::text AS change_id
+`
+
+func (q *Queries) UnregisterTable(ctx context.Context, relation string) (string, error) {
+	row := q.db.QueryRow(ctx, unregisterTable, relation)
+	var change_id string
+	err := row.Scan(&change_id)
+	return change_id, err
 }

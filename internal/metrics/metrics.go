@@ -157,12 +157,14 @@ var (
 		"1 for the stream's slot's wal_status (pg_replication_slots), 0 for the others; unreserved: the next checkpoint may invalidate it (lost).",
 		[]string{"status"}, nil)
 	resetPhaseDesc = prometheus.NewDesc("synchro_reset_phase",
-		"1 for the phase of the stream reset in progress (staging, catching_up, ready), 0 for the others; all 0 while none is.",
+		"1 for the phase of the stream reset or projection bootstrap in progress (staging, catching_up, ready), 0 for the others; all 0 while none is.",
 		[]string{"phase"}, nil)
 	resetRowsDesc = prometheus.NewDesc("synchro_reset_rows_staged",
-		"Rows the baseline of the stream reset in progress staged (0 until the baseline commits); absent while no reset is in progress.", nil, nil)
+		"Rows the baseline of the stream reset or projection bootstrap in progress staged (0 until the baseline commits); absent while none is in progress.", nil, nil)
 	resetLagDesc = prometheus.NewDesc("synchro_reset_catch_up_lag_bytes",
-		"WAL bytes between the staged catch-up of the stream reset in progress and its barrier (before the barrier: the current WAL position); absent unless a reset is catching up.", nil, nil)
+		"WAL bytes between the staged catch-up of the stream reset or projection bootstrap in progress and its barrier (before the barrier: the current WAL position); absent unless one is catching up.", nil, nil)
+	bootstrapDesc = prometheus.NewDesc("synchro_bootstrap_in_progress",
+		"1 while the one in progress is a projection bootstrap or registry change (the tables already served stay ready), 0 otherwise.", nil, nil)
 	slotSafeDesc = prometheus.NewDesc("synchro_capture_slot_safe_wal_bytes",
 		"WAL bytes that can still be written before the stream's slot is in danger of invalidation (pg_replication_slots.safe_wal_size); absent while max_slot_wal_keep_size is unlimited.", nil, nil)
 )
@@ -182,6 +184,7 @@ func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- resetPhaseDesc
 	ch <- resetRowsDesc
 	ch <- resetLagDesc
+	ch <- bootstrapDesc
 }
 
 func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
@@ -223,7 +226,8 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 var resetPhases = []string{"staging", "catching_up", "ready"}
 
 // collectReset exports the phase, staged rows and catch-up lag of the stream
-// reset in progress; nothing when the resets cannot be read.
+// reset or projection bootstrap in progress, and whether it is a bootstrap;
+// nothing when they cannot be read.
 func collectReset(ctx context.Context, pool *pgxpool.Pool, ch chan<- prometheus.Metric) {
 	resets, err := db.New(pool).ResetStatus(ctx)
 	if err != nil {
@@ -239,6 +243,7 @@ func collectReset(ctx context.Context, pool *pgxpool.Pool, ch chan<- prometheus.
 	for _, phase := range resetPhases {
 		ch <- prometheus.MustNewConstMetric(resetPhaseDesc, prometheus.GaugeValue, gauge(cur != nil && cur.Phase == phase), phase)
 	}
+	ch <- prometheus.MustNewConstMetric(bootstrapDesc, prometheus.GaugeValue, gauge(cur != nil && cur.Kind == "bootstrap"))
 	if cur == nil {
 		return
 	}
