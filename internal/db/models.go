@@ -231,6 +231,7 @@ type SynchroResetStatus struct {
 	Retirement       []byte             `json:"retirement"`
 	Kind             string             `json:"kind"`
 	RelationIds      []int64            `json:"relation_ids"`
+	Registration     []byte             `json:"registration"`
 }
 
 type SynchroRowHead struct {

@@ -121,7 +121,8 @@ func (c *coordinator) begun(ctx context.Context) (db.CurrentResetRow, error) {
 	if err != nil {
 		return cur, err
 	}
-	c.cfg.Log.Info(c.kind+" begun", c.kind, cur.ResetID.String(), "candidate_slot", cur.CandidateSlot, "reason", c.cfg.Reason)
+	noun := map[string]string{"reset": "stream reset", "bootstrap": "projection bootstrap"}[c.kind]
+	c.cfg.Log.Info(noun+" begun", c.kind, cur.ResetID.String(), "candidate_slot", cur.CandidateSlot, "reason", c.cfg.Reason)
 	return cur, c.point(PointBegun)
 }
 

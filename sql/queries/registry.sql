@@ -5,10 +5,10 @@ SELECT digest FROM synchro.function_bundle;
 SELECT r.relation_id, r.registration_kind, r.schema_name, r.relation_name, r.relation_oid,
        r.key_column, r.key_type, r.generation, t.table_id, t.name AS table_name, t.push_policy,
        (CASE WHEN r.bootstrap_pending THEN 'bootstrapping'
-             WHEN EXISTS (SELECT FROM synchro.stream_reset b
+             WHEN EXISTS (SELECT FROM synchro.reset_status b
                           WHERE b.kind = 'bootstrap' AND b.phase IN ('staging', 'catching_up', 'ready')
                             AND (b.registration ->> 'relation_id')::bigint = r.relation_id) THEN 'unregistering'
-             WHEN EXISTS (SELECT FROM synchro.stream_reset b
+             WHEN EXISTS (SELECT FROM synchro.reset_status b
                           WHERE b.kind = 'bootstrap' AND b.phase IN ('staging', 'catching_up', 'ready')
                             AND (b.registration ->> 'table_id')::integer = t.table_id) THEN 'reconfiguring'
              WHEN t.table_id IS NOT NULL THEN 'served' ELSE 'captured' END)::text AS state

@@ -10,7 +10,8 @@ GRANT EXECUTE ON FUNCTION synchro.stream_status() TO synchro_operator;
 -- What synchroctl status and registry list read besides: worker heartbeats and
 -- the registered relations (identities, keys, wire names; no row data).
 GRANT SELECT ON synchro.worker_heartbeat TO synchro_operator;
-GRANT SELECT (relation_id, registration_kind, schema_name, relation_name, relation_oid, key_column, key_type, generation)
+GRANT SELECT (relation_id, registration_kind, schema_name, relation_name, relation_oid, key_column, key_type, generation,
+               bootstrap_pending)
     ON synchro.relation TO synchro_operator;
 GRANT SELECT (relation_id, table_id, name, push_policy) ON synchro.synced_table TO synchro_operator;
 GRANT SELECT ON synchro.readiness TO synchro_operator;
@@ -27,6 +28,8 @@ GRANT SELECT ON synchro.reset_status TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.slot_state(name) TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.activate_reset(uuid), synchro.abort_reset(uuid),
     synchro.retire_reset(uuid) TO synchro_operator;
+-- Registry changes are the owner's (they install triggers on the application's
+-- tables), as registration is.
 -- synchro.synced_row carries row data (keys; a checksum over key and image confirms
 -- guessed values): not the operator's. Earlier bundles granted it, and CREATE OR
 -- REPLACE VIEW keeps grants, so it is revoked explicitly.

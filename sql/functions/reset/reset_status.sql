@@ -1,5 +1,6 @@
 -- synchro.reset_status (a view): every stream reset and projection bootstrap
--- (kind, and the relations a bootstrap stages) with its phase, positions,
+-- (kind, the relations a bootstrap stages and the registry change it
+-- activates: op, relation, table_id, definition) with its phase, positions,
 -- counters and the candidate slot's state (synchro.slot_state),
 -- for operators (synchroctl reset status). distance_bytes is how far the staged catch-up is behind its barrier
 -- (before a barrier: behind the current WAL position).
@@ -12,5 +13,5 @@ SELECT r.reset_id, r.phase, r.reason, r.candidate_slot,
             THEN pg_wal_lsn_diff(coalesce(r.barrier_end_lsn, pg_current_wal_lsn()), r.processed_end_lsn) END AS distance_bytes,
        r.relations_staged, r.rows_staged, r.fences_covered, r.txns_caught_up,
        r.started_at, r.phase_at, r.activated_at, r.retired_at, r.aborted_at, r.retirement,
-       r.kind, r.relation_ids
+       r.kind, r.relation_ids, r.registration
 FROM synchro.stream_reset r;
