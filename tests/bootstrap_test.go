@@ -62,7 +62,7 @@ func startItemsWriter(t *testing.T, d *testdb.DB, rows int) *itemsWriter {
 			if err != nil {
 				return
 			}
-			time.Sleep(2 * time.Millisecond) // a writer's pace, not a synchronization
+			time.Sleep(10 * time.Millisecond) // a writer's pace, not a synchronization
 		}
 	}()
 	t.Cleanup(func() { w.stop(t) })

@@ -377,7 +377,8 @@ func (r *replica) apply(t *testing.T, body map[string]any) {
 }
 
 // serverScope is the contents of scope at the materialized high-watermark, read
-// from the database directly (synchro.synced_row and the open membership edges):
+// from the database directly (each open membership edge's latest row version,
+// as synchro.synced_row has it):
 // "table/pk" -> row image.
 func (e *syncEnv) serverScope(t *testing.T, scope string) map[string]map[string]any {
 	t.Helper()
@@ -387,8 +388,9 @@ func (e *syncEnv) serverScope(t *testing.T, scope string) map[string]map[string]
 		JOIN synchro.progress p ON p.stream_generation = m.stream_generation
 		JOIN synchro.synced_table t ON t.table_id = m.table_id
 		JOIN synchro.relation r ON r.relation_id = t.relation_id
-		JOIN synchro.synced_row s ON s.table_id = m.table_id AND s.key = m.key
-		JOIN synchro.row_version v ON v.version = s.version AND v.stream_generation = p.stream_generation
+		JOIN LATERAL (SELECT v.image FROM synchro.row_version v
+		              WHERE v.table_id = m.table_id AND v.key = m.key AND v.stream_generation = p.stream_generation
+		              ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1) v ON v.image IS NOT NULL
 		WHERE m.scope = $1 AND m.to_lsn IS NULL`, scope)
 	if err != nil {
 		t.Fatal(err)

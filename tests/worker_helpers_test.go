@@ -125,7 +125,7 @@ func waitMaterialized(t *testing.T, d *testdb.DB) {
 		covered = `EXISTS (SELECT FROM synchro.reset_coverage c JOIN synchro.stream_reset r USING (reset_id)
 		                   WHERE c.fence_id = f.fence_id AND r.phase = 'activated')`
 	}
-	waitFor(t, "materialization", 30*time.Second, func() (bool, error) {
+	waitFor(t, "materialization", 120*time.Second, func() (bool, error) {
 		var ok bool
 		var poison *string
 		err := d.Pool.QueryRow(context.Background(), `

@@ -171,7 +171,7 @@ BEGIN
                      WHERE t.table_id = i.table_id AND p.key = i.key AND p.stream_generation = gen),
             (version, checksum) = (SELECT CASE WHEN v.image IS NOT NULL THEN v.version END, v.checksum FROM synchro.row_version v
                                    WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn AND v.stream_generation = gen
-                                   ORDER BY v.commit_lsn DESC LIMIT 1)
+                                   ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1)
         WHERE NOT i.own;
         DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
     END IF;
@@ -205,7 +205,7 @@ BEGIN
                       OFFSET 0) m ON true
         JOIN LATERAL (SELECT v.version, v.checksum, v.image FROM synchro.row_version v
                       WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn AND v.stream_generation = gen
-                      ORDER BY v.commit_lsn DESC LIMIT 1) s ON s.image IS NOT NULL
+                      ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1) s ON s.image IS NOT NULL
         WHERE i.prev_seq IS NULL AND i.fresh IS NOT TRUE
         UNION ALL
         SELECT sc.next_seq, sc.table_id, sc.key, sc.scope, sc.version, sc.checksum, sc.next_commit_lsn, sc.key_num,

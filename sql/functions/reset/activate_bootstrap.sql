@@ -13,7 +13,7 @@
 --   * a reconfiguration's definition becomes the table's
 --     (synchro.apply_table_definition);
 --   * every live row of a registered or reconfigured table gets its version at
---     the barrier: a registered row its staged one (and the row head, when no
+--     the barrier (after any of the barrier transaction's own events): a registered row its staged one (and the row head, when no
 --     fence gave it one), a reconfigured row a new one where its wire image
 --     changed (the row head moves to it unless a later write moved it), and
 --     its membership edges from its table's rule over the active projections;
@@ -84,20 +84,29 @@ BEGIN
     -- version they carry from the barrier on.
     tables := CASE op WHEN 'register' THEN ARRAY(SELECT t.table_id FROM synchro.synced_table t WHERE t.relation_id = ANY (r.relation_ids))
                       WHEN 'reconfigure' THEN ARRAY[tid] ELSE '{}' END;
+    -- Set-based (each version set hashed once): the planner cannot know how
+    -- many rows a stage or a table just reconfigured holds, and an index probe
+    -- per row over a million-row table is what it would otherwise choose.
+    PERFORM set_config('enable_nestloop', 'off', true);
     CREATE TEMP TABLE synchro_boot_row ON COMMIT DROP AS
     SELECT t.table_id, t.relation_id, p.key, p.image AS projected, t.scope_rule,
            p.image - ARRAY(SELECT unnest(rel.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS wire,
-           cur.version AS active_version, cur.image AS active_image,
-           (SELECT v.version FROM synchro.row_version v
-            WHERE v.table_id = t.table_id AND v.key = p.key AND v.stream_generation = r.target_generation
-            ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1) AS staged_version
+           cur.version AS active_version, cur.image AS active_image, st.version AS staged_version
     FROM synchro.synced_table t
     JOIN synchro.relation rel ON rel.relation_id = t.relation_id
     JOIN synchro.projection p ON p.stream_generation = gen AND p.relation_id = t.relation_id
-    LEFT JOIN LATERAL (SELECT v.version, v.image FROM synchro.row_version v
-                       WHERE v.table_id = t.table_id AND v.key = p.key AND v.stream_generation = gen
-                       ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1) cur ON true
+    LEFT JOIN (SELECT DISTINCT ON (v.table_id, v.key) v.table_id, v.key, v.version, v.image
+               FROM synchro.row_version v
+               WHERE v.stream_generation = gen AND v.table_id = ANY (tables) AND op = 'reconfigure'
+               ORDER BY v.table_id, v.key, v.commit_lsn DESC, v.event_ordinal DESC) cur
+           ON cur.table_id = t.table_id AND cur.key = p.key
+    LEFT JOIN (SELECT DISTINCT ON (v.table_id, v.key) v.table_id, v.key, v.version
+               FROM synchro.row_version v
+               WHERE v.stream_generation = r.target_generation AND v.table_id = ANY (tables)
+               ORDER BY v.table_id, v.key, v.commit_lsn DESC, v.event_ordinal DESC) st
+           ON st.table_id = t.table_id AND st.key = p.key
     WHERE t.table_id = ANY (tables);
+    PERFORM set_config('enable_nestloop', 'on', true);
     ALTER TABLE synchro_boot_row ADD COLUMN version text, ADD COLUMN checksum bigint;
     UPDATE synchro_boot_row b
     SET version = CASE WHEN b.active_image IS NOT NULL AND b.active_image = b.wire THEN b.active_version
@@ -105,7 +114,7 @@ BEGIN
                        ELSE synchro.mint_version() END,
         checksum = synchro.row_checksum(b.table_id, b.key, b.wire);
     INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
-    SELECT b.version, b.table_id, b.key, b.wire, b.checksum, gen, barrier, 0
+    SELECT b.version, b.table_id, b.key, b.wire, b.checksum, gen, barrier, 2147483647
     FROM synchro_boot_row b WHERE b.version IS DISTINCT FROM b.active_version;
     -- The row head carries the version pushes compare with: a row no fence
     -- wrote gets one; a reconfigured row's moves unless a later write (a

@@ -61,7 +61,7 @@ BEGIN
         FROM synchro.membership m
         JOIN LATERAL (SELECT v.version, v.image, v.checksum FROM synchro.row_version v
                       WHERE v.table_id = m.table_id AND v.key = m.key AND v.commit_lsn <= h AND v.stream_generation = p.stream_generation
-                      ORDER BY v.commit_lsn DESC LIMIT 1) v ON true
+                      ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1) v ON true
         WHERE m.stream_generation = p.stream_generation AND m.scope = target
           AND (m.table_id, m.key) > (after_table, after_key)
           AND m.from_lsn <= h AND (m.to_lsn IS NULL OR m.to_lsn > h)
