@@ -11,12 +11,12 @@ import (
 	"github.com/synchro-sync/synchro/internal/reset"
 )
 
-const registryUsage = `usage: synchroctl registry <subcommand> [--json] [--database-url URL]
-  list                               the registered relations and their state
-  reconfigure RELATION RULE [OPTIONS] change a synced table's scope rule and options (JSON, as register_table takes them)
-  unregister RELATION                remove a synced table from sync
-  unregister-dependency RELATION     remove a capture dependency no rule reads
-  bootstrap                          run the pending projection bootstrap or registry change now (synchrod runs it too)`
+const registryUsage = `usage: synchroctl registry list | reconfigure RELATION RULE [OPTIONS] | unregister RELATION | unregister-dependency RELATION | bootstrap [--json] [--database-url URL]
+  list                                 the registered relations and their state
+  reconfigure RELATION RULE [OPTIONS]  change a synced table's scope rule and options (JSON, as register_table takes them)
+  unregister RELATION                  remove a synced table from sync
+  unregister-dependency RELATION       remove a capture dependency no rule reads
+  bootstrap                            run the pending projection bootstrap or registry change now (synchrod runs it too)`
 
 func runRegistry(ctx context.Context, args []string, out io.Writer, log *slog.Logger) error {
 	if len(args) == 0 {

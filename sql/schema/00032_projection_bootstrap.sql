@@ -65,6 +65,6 @@ DELETE FROM synchro.stream_reset WHERE kind = 'bootstrap';
 ALTER TABLE synchro.stream_reset DROP CONSTRAINT stream_reset_baselined, DROP CONSTRAINT stream_reset_verified,
     ADD CHECK (phase IN ('staging', 'aborted') OR baseline_lsn IS NOT NULL),
     ADD CHECK (phase NOT IN ('ready', 'activated', 'retired') OR (barrier_end_lsn IS NOT NULL AND verified_at IS NOT NULL)),
-    DROP COLUMN registration;
+    DROP COLUMN registration CASCADE;
 ALTER TABLE synchro.stream_reset DROP COLUMN relation_ids CASCADE, DROP COLUMN kind CASCADE,
     ALTER COLUMN source_generation SET NOT NULL, ALTER COLUMN source_slot SET NOT NULL;
