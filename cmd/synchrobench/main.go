@@ -36,8 +36,8 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
-	only := flag.String("only", "", "run only the capture (or only its latency), the sync, the SDK or the stream reset measures: capture, latency, sync, sdk, reset")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker and the reset coordinator) to this file")
+	only := flag.String("only", "", "run only the capture (or only its latency), the sync, the SDK, the stream reset or the projection bootstrap measures: capture, latency, sync, sdk, reset, bootstrap")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker and the reset and bootstrap coordinators) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -97,6 +97,13 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 		r, err := resetRun(ctx, adminURL)
 		if err != nil {
 			return fmt.Errorf("reset: %w", err)
+		}
+		rows = append(rows, r...)
+	}
+	if only == "" || only == "bootstrap" {
+		r, err := bootstrapRun(ctx, adminURL)
+		if err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
 		}
 		rows = append(rows, r...)
 	}
@@ -183,8 +190,17 @@ func dropBenchDB(ctx context.Context, adminURL, name string) error {
 		return err
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1`, name); err != nil {
-		return err
+	// A worker just stopped may leave its walsender a moment: its slot stays
+	// active until it ends.
+	for attempt := 0; ; attempt++ {
+		_, err := admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1`, name)
+		if err == nil {
+			break
+		}
+		if attempt == 100 {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	return err

@@ -33,12 +33,23 @@ var resetRelations = []resetRelation{
 		`INSERT INTO bench.orgs SELECT 'org' || g, 'organisation ' || g FROM generate_series($1::int, $2::int) g`},
 	{"bench.items", "id, owner, body", 400_000,
 		`INSERT INTO bench.items SELECT g, 'u' || (g % 1000), repeat('x', 60) FROM generate_series($1::int, $2::int) g`},
-	{"bench.notes", "id, owner, title, n, secret, at", 300_000,
-		`INSERT INTO bench.notes SELECT g, 'u' || (g % 1000), 'note ' || g, g % 97, md5(g::text), timestamptz '2026-01-01' + g * interval '1 second'
-		 FROM generate_series($1::int, $2::int) g`},
+	notesRelation(300_000),
 	{"bench.docs", "id, org_id, body", 299_000,
 		`INSERT INTO bench.docs SELECT g, 'org' || (1 + g % 1000), repeat('d', 80) FROM generate_series($1::int, $2::int) g`},
 }
+
+// notesRelation is bench.notes holding rows rows of 1,000 owners: a
+// column-rule table with an excluded column (notesTable, registerNotes).
+func notesRelation(rows int) resetRelation {
+	return resetRelation{"bench.notes", "id, owner, title, n, secret, at", rows,
+		`INSERT INTO bench.notes SELECT g, 'u' || (g % 1000), 'note ' || g, g % 97, md5(g::text), timestamptz '2026-01-01' + g * interval '1 second'
+		 FROM generate_series($1::int, $2::int) g`}
+}
+
+const (
+	notesTable    = `CREATE TABLE bench.notes (id bigint PRIMARY KEY, owner text NOT NULL, title text, n int, secret text, at timestamptz)`
+	registerNotes = `SELECT synchro.register_table('bench.notes', '{"kind":"column","template":"user:{owner}"}', '{"exclude_columns":["secret"]}')`
+)
 
 // resetRun builds a stream of 1,000,000 fenced rows in four registered
 // relations (the worker stopped after creating the stream, so that none of it
@@ -53,11 +64,10 @@ func resetRun(ctx context.Context, adminURL string) ([]row, error) {
 		return nil, err
 	}
 	defer drop()
-	if _, err := pool.Exec(ctx, `
-		CREATE TABLE bench.notes (id bigint PRIMARY KEY, owner text NOT NULL, title text, n int, secret text, at timestamptz);
+	if _, err := pool.Exec(ctx, notesTable+`;
 		CREATE TABLE bench.orgs (id text PRIMARY KEY, name text);
 		CREATE TABLE bench.docs (id bigint PRIMARY KEY, org_id text NOT NULL REFERENCES bench.orgs, body text);
-		SELECT synchro.register_table('bench.notes', '{"kind":"column","template":"user:{owner}"}', '{"exclude_columns":["secret"]}');
+		`+registerNotes+`;
 		SELECT synchro.register_table('bench.docs', '{"kind":"path","path":["org_id"],"template":"org:{id}"}')`); err != nil {
 		return nil, err
 	}
@@ -70,95 +80,25 @@ func resetRun(ctx context.Context, adminURL string) ([]row, error) {
 	}
 	stop()
 
-	// The load, in transactions of up to 100,000 rows: the dependency parent
-	// first, then the rest on two connections (the fence trigger's cost per
-	// row is the load's).
-	type chunk struct {
-		rel      resetRelation
-		from, to int
-	}
-	var chunks []chunk
-	for _, rel := range resetRelations {
-		for from := 1; from <= rel.rows; from += 100_000 {
-			chunks = append(chunks, chunk{rel, from, min(from+100_000-1, rel.rows)})
-		}
-	}
-	t0 := time.Now()
-	load := func(c chunk) error {
-		if _, err := pool.Exec(ctx, c.rel.insert, c.from, c.to); err != nil {
-			return fmt.Errorf("load %s: %w", c.rel.name, err)
-		}
-		return nil
-	}
-	if err := load(chunks[0]); err != nil { // bench.orgs, which bench.docs references
-		return nil, err
-	}
-	queue := make(chan chunk, len(chunks))
-	for _, c := range chunks[1:] {
-		queue <- c
-	}
-	close(queue)
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() {
-			for c := range queue {
-				if err := load(c); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range 2 {
-		if e := <-errs; e != nil && err == nil {
-			err = e
-		}
-	}
+	total, err := loadRelations(ctx, pool, resetRelations)
 	if err != nil {
 		return nil, err
 	}
-	total := 0
-	for _, rel := range resetRelations {
-		total += rel.rows
-	}
-	progress("reset: %d rows loaded in %s", total, time.Since(t0).Round(time.Millisecond))
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
 		return nil, err
 	}
 
 	// Baseline: the same rows of every registered relation read by a bare
 	// COPY ... TO STDOUT, in text (as the baseline reads them).
-	t0 = time.Now()
-	copied, err := bareCopy(ctx, url)
+	copied, copyRate, err := bareCopy(ctx, url, resetRelations)
 	if err != nil {
 		return nil, err
 	}
-	copyRate := float64(copied) / time.Since(t0).Seconds()
 	progress("reset: bare COPY of %d rows at %.0f rows/s; resetting with a writer at %d tx/s", copied, copyRate, resetWriterRate)
 
-	w := startBenchWriter(ctx, pool)
-	var mu sync.Mutex
-	at := map[reset.Point]time.Time{}
-	var relationsDone []time.Time
-	var out io.Writer = io.Discard
-	if os.Getenv("SYNCHRO_LOG_LEVEL") == "debug" {
-		out = os.Stderr
-	}
-	cfg := reset.Config{DatabaseURL: url, Activate: true, Reason: "synchrobench",
-		Log: logging.NewAt(out, slog.LevelInfo),
-		AfterPoint: func(p reset.Point) error {
-			mu.Lock()
-			defer mu.Unlock()
-			now := time.Now()
-			if p == reset.PointStaging {
-				relationsDone = append(relationsDone, now)
-			}
-			if _, ok := at[p]; !ok {
-				at[p] = now
-			}
-			return nil
-		}}
+	w := startBenchWriter(ctx, pool, 300_000)
+	pts := &pointTimes{at: map[reset.Point]time.Time{}}
+	cfg := reset.Config{DatabaseURL: url, Activate: true, Reason: "synchrobench", Log: coordinatorLog(), AfterPoint: pts.record}
 	started := time.Now()
 	res, err := reset.Run(ctx, cfg)
 	resetDur := time.Since(started)
@@ -180,17 +120,11 @@ func resetRun(ctx context.Context, adminURL string) ([]row, error) {
 	if staged < int64(total) {
 		return nil, fmt.Errorf("the reset staged %d rows, fewer than the %d loaded", staged, total)
 	}
-	for _, p := range []reset.Point{reset.PointSlotCreated, reset.PointBaselined, reset.PointCaughtUp, reset.PointReady} {
-		if at[p].IsZero() {
-			return nil, fmt.Errorf("the reset never passed %s", p)
-		}
+	if err := pts.check("the reset", len(resetRelations)); err != nil {
+		return nil, err
 	}
-	if len(relationsDone) != len(resetRelations) {
-		return nil, fmt.Errorf("the reset staged %d relations, want %d", len(relationsDone), len(resetRelations))
-	}
-	stagingDur := at[reset.PointBaselined].Sub(at[reset.PointSlotCreated])
-	copyDur := relationsDone[len(relationsDone)-1].Sub(at[reset.PointSlotCreated])
-	sqlDur := at[reset.PointBaselined].Sub(relationsDone[len(relationsDone)-1])
+	at := pts.at
+	stagingDur, copyDur, sqlDur := pts.staging()
 	catchUpDur := at[reset.PointCaughtUp].Sub(at[reset.PointBaselined])
 	verifyDur := at[reset.PointReady].Sub(at[reset.PointCaughtUp])
 	progress("reset: staged %d rows in %s (Go copy %s, SQL stage_baseline and commit %s); caught up %d tx in %s; %d writes during the reset (%s in all)",
@@ -246,35 +180,154 @@ func stagingFloor(ctx context.Context, pool *pgxpool.Pool, staged int64) (float6
 	return float64(staged) / time.Since(t0).Seconds(), nil
 }
 
-// bareCopy reads every benchmark relation's rows with COPY (SELECT ...) TO
-// STDOUT in one repeatable-read transaction and returns how many it read.
-func bareCopy(ctx context.Context, url string) (int64, error) {
+// bareCopy reads the rows of rels with COPY (SELECT ...) TO STDOUT in one
+// repeatable-read transaction and returns how many it read and at what rate
+// (rows a second).
+func bareCopy(ctx context.Context, url string, rels []resetRelation) (int64, float64, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close(ctx)
+	t0 := time.Now()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	var n int64
-	for _, rel := range resetRelations {
+	for _, rel := range rels {
 		tag, err := tx.Conn().PgConn().CopyTo(ctx, io.Discard, fmt.Sprintf("COPY (SELECT %s FROM %s) TO STDOUT", rel.columns, rel.name))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		n += tag.RowsAffected()
 	}
-	return n, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return 0, 0, err
+	}
+	return n, float64(n) / time.Since(t0).Seconds(), nil
 }
 
-// resetWriterRate is the pace of the writer that commits during the reset.
+// loadRelations loads the rows of rels in transactions of up to 100,000 rows:
+// the first chunk (the first relation's, a dependency parent other relations
+// reference) first, then the rest on two connections (a registered relation's
+// fence trigger's cost per row is the load's). It returns how many it loaded.
+func loadRelations(ctx context.Context, pool *pgxpool.Pool, rels []resetRelation) (int, error) {
+	type chunk struct {
+		rel      resetRelation
+		from, to int
+	}
+	var chunks []chunk
+	total := 0
+	for _, rel := range rels {
+		for from := 1; from <= rel.rows; from += 100_000 {
+			chunks = append(chunks, chunk{rel, from, min(from+100_000-1, rel.rows)})
+		}
+		total += rel.rows
+	}
+	t0 := time.Now()
+	load := func(c chunk) error {
+		if _, err := pool.Exec(ctx, c.rel.insert, c.from, c.to); err != nil {
+			return fmt.Errorf("load %s: %w", c.rel.name, err)
+		}
+		return nil
+	}
+	if err := load(chunks[0]); err != nil {
+		return 0, err
+	}
+	queue := make(chan chunk, len(chunks))
+	for _, c := range chunks[1:] {
+		queue <- c
+	}
+	close(queue)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			for c := range queue {
+				if err := load(c); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var err error
+	for range 2 {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	progress("loaded %d rows in %s", total, time.Since(t0).Round(time.Millisecond))
+	return total, nil
+}
+
+// coordinatorLog is the reset coordinator's log: discarded, unless
+// SYNCHRO_LOG_LEVEL=debug (then stderr, at info).
+func coordinatorLog() *slog.Logger {
+	var out io.Writer = io.Discard
+	if os.Getenv("SYNCHRO_LOG_LEVEL") == "debug" {
+		out = os.Stderr
+	}
+	return logging.NewAt(out, slog.LevelInfo)
+}
+
+// pointTimes records when a coordinator first passed each of its points
+// (reset.Config.AfterPoint: record) and when it finished copying each
+// relation (reset.PointStaging, once a relation).
+type pointTimes struct {
+	mu            sync.Mutex
+	at            map[reset.Point]time.Time
+	relationsDone []time.Time
+}
+
+func (p *pointTimes) record(pt reset.Point) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if pt == reset.PointStaging {
+		p.relationsDone = append(p.relationsDone, now)
+	}
+	if _, ok := p.at[pt]; !ok {
+		p.at[pt] = now
+	}
+	return nil
+}
+
+// check fails unless the coordinator (what) passed every point from its slot
+// to ready, staging relations relations.
+func (p *pointTimes) check(what string, relations int) error {
+	for _, pt := range []reset.Point{reset.PointSlotCreated, reset.PointBaselined, reset.PointCaughtUp, reset.PointReady} {
+		if p.at[pt].IsZero() {
+			return fmt.Errorf("%s never passed %s", what, pt)
+		}
+	}
+	if len(p.relationsDone) != relations {
+		return fmt.Errorf("%s staged %d relations, want %d", what, len(p.relationsDone), relations)
+	}
+	return nil
+}
+
+// staging splits the staging (slot created to baseline committed) into the Go
+// copy of every relation's projections and the SQL that follows it (versions,
+// memberships, synchro.stage_baseline and the commit).
+func (p *pointTimes) staging() (all, copied, sql time.Duration) {
+	last := p.relationsDone[len(p.relationsDone)-1]
+	return p.at[reset.PointBaselined].Sub(p.at[reset.PointSlotCreated]), last.Sub(p.at[reset.PointSlotCreated]),
+		p.at[reset.PointBaselined].Sub(last)
+}
+
+// resetWriterRate is the pace of the writer that commits during the reset (or
+// the bootstrap).
 const resetWriterRate = 200
 
 // benchWriter commits one-row transactions at resetWriterRate, alternating an
-// INSERT into bench.items and an UPDATE of a bench.notes row, until stopped.
+// INSERT into bench.items and an UPDATE of one of the first notes rows of
+// bench.notes, until stopped.
 type benchWriter struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -282,7 +335,7 @@ type benchWriter struct {
 	err     error
 }
 
-func startBenchWriter(ctx context.Context, pool *pgxpool.Pool) *benchWriter {
+func startBenchWriter(ctx context.Context, pool *pgxpool.Pool, notes int) *benchWriter {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &benchWriter{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -299,7 +352,7 @@ func startBenchWriter(ctx context.Context, pool *pgxpool.Pool) *benchWriter {
 			if i%2 == 0 {
 				_, err = pool.Exec(ctx, `INSERT INTO bench.items VALUES ($1::bigint, 'u' || ($1::bigint % 1000), 'written during the reset')`, 10_000_000+i)
 			} else {
-				_, err = pool.Exec(ctx, `UPDATE bench.notes SET title = 'updated during the reset', n = n + 1 WHERE id = $1`, 1+(i*7919)%300_000)
+				_, err = pool.Exec(ctx, `UPDATE bench.notes SET title = 'updated during the reset', n = n + 1 WHERE id = $1`, 1+(i*7919)%notes)
 			}
 			if err != nil {
 				if ctx.Err() == nil {

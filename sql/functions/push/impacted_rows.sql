@@ -4,8 +4,10 @@
 -- (registered columns; either NULL) may change, as push's transaction sees the
 -- live rows (synchro.impacted_keys, live). Only rows that passed a fence
 -- (synchro.row_head: a row written before its table was registered is not
--- projected) and never the changed row itself. Keys of an integer-keyed table
--- that are not numbers raise 22P02 (the impact query gave garbage).
+-- projected), or of a table waiting for its projection bootstrap (its rows
+-- written before the registration get their row heads, and scopes, at its
+-- activation), and never the changed row itself. Keys of an integer-keyed
+-- table that are not numbers raise 22P02 (the impact query gave garbage).
 CREATE OR REPLACE FUNCTION synchro.impacted_rows(tid integer, t synchro.synced_table, key text, old_image jsonb, new_image jsonb)
 RETURNS text[]
 LANGUAGE plpgsql STABLE
@@ -15,11 +17,14 @@ DECLARE
     s record;
     impacted text[];
 BEGIN
-    SELECT st.relation_id, r.key_type INTO STRICT s
+    SELECT st.relation_id, r.key_type, r.bootstrap_pending INTO STRICT s
     FROM synchro.synced_table st JOIN synchro.relation r ON r.relation_id = st.relation_id WHERE st.table_id = tid;
     impacted := ARRAY(SELECT DISTINCT k FROM synchro.impacted_keys(tid, t.relation_id, key, old_image, new_image, true) k);
     IF s.key_type <> 'string' THEN
         PERFORM max(k::numeric) FROM unnest(impacted) k;
+    END IF;
+    IF s.bootstrap_pending THEN
+        RETURN ARRAY(SELECT k FROM unnest(impacted) k WHERE NOT (tid = t.table_id AND k = impacted_rows.key));
     END IF;
     RETURN ARRAY(SELECT h.key FROM synchro.row_head h
                  WHERE h.relation_id = s.relation_id AND h.key = ANY (impacted)

@@ -39,6 +39,7 @@ DECLARE
     rid bigint;
     tid integer;
     tables integer[];
+    saved_work_mem text;
 BEGIN
     SELECT * INTO r FROM synchro.stream_reset x WHERE x.reset_id = id AND x.kind = 'bootstrap' FOR UPDATE;
     IF NOT FOUND OR r.phase <> 'ready' OR r.barrier_commit_lsn <> barrier
@@ -86,33 +87,43 @@ BEGIN
                       WHEN 'reconfigure' THEN ARRAY[tid] ELSE '{}' END;
     -- Set-based (each version set hashed once): the planner cannot know how
     -- many rows a stage or a table just reconfigured holds, and an index probe
-    -- per row over a million-row table is what it would otherwise choose.
+    -- per row over a million-row table is what it would otherwise choose. Its
+    -- joins and sorts get the memory of a million rows (the default spilled
+    -- them to disk), and each row's version and checksum are computed in the
+    -- same pass (an UPDATE after it rewrote every row of the table).
     PERFORM set_config('enable_nestloop', 'off', true);
+    saved_work_mem := current_setting('work_mem');
+    PERFORM set_config('work_mem', '128MB', true);
     CREATE TEMP TABLE synchro_boot_row ON COMMIT DROP AS
-    SELECT t.table_id, t.relation_id, p.key, p.image AS projected, t.scope_rule,
-           p.image - ARRAY(SELECT unnest(rel.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS wire,
-           cur.version AS active_version, cur.image AS active_image, st.version AS staged_version
-    FROM synchro.synced_table t
-    JOIN synchro.relation rel ON rel.relation_id = t.relation_id
-    JOIN synchro.projection p ON p.stream_generation = gen AND p.relation_id = t.relation_id
-    LEFT JOIN (SELECT DISTINCT ON (v.table_id, v.key) v.table_id, v.key, v.version, v.image
-               FROM synchro.row_version v
-               WHERE v.stream_generation = gen AND v.table_id = ANY (tables) AND op = 'reconfigure'
-               ORDER BY v.table_id, v.key, v.commit_lsn DESC, v.event_ordinal DESC) cur
-           ON cur.table_id = t.table_id AND cur.key = p.key
-    LEFT JOIN (SELECT DISTINCT ON (v.table_id, v.key) v.table_id, v.key, v.version
-               FROM synchro.row_version v
-               WHERE v.stream_generation = r.target_generation AND v.table_id = ANY (tables)
-               ORDER BY v.table_id, v.key, v.commit_lsn DESC, v.event_ordinal DESC) st
-           ON st.table_id = t.table_id AND st.key = p.key
-    WHERE t.table_id = ANY (tables);
+    SELECT b.*,
+           CASE WHEN b.active_image IS NOT NULL AND b.active_image = b.wire THEN b.active_version
+                WHEN b.active_version IS NULL AND b.staged_version IS NOT NULL THEN b.staged_version
+                ELSE synchro.mint_version() END AS version,
+           synchro.row_checksum(b.table_id, b.key, b.wire) AS checksum
+    FROM (SELECT t.table_id, t.relation_id, p.key, p.image AS projected, t.scope_rule,
+                 p.image - t.unsynced AS wire,
+                 cur.version AS active_version, cur.image AS active_image, st.version AS staged_version
+          -- The columns a table does not sync, once a table (OFFSET 0: not
+          -- once a row).
+          FROM (SELECT t.table_id, t.relation_id, t.scope_rule,
+                       ARRAY(SELECT unnest(rel.columns)::text EXCEPT SELECT unnest(t.sync_columns)::text) AS unsynced
+                FROM synchro.synced_table t
+                JOIN synchro.relation rel ON rel.relation_id = t.relation_id
+                WHERE t.table_id = ANY (tables) OFFSET 0) t
+          JOIN synchro.projection p ON p.stream_generation = gen AND p.relation_id = t.relation_id
+          LEFT JOIN (SELECT DISTINCT ON (v.table_id, v.key) v.table_id, v.key, v.version, v.image
+                     FROM synchro.row_version v
+                     WHERE v.stream_generation = gen AND v.table_id = ANY (tables) AND op = 'reconfigure'
+                     ORDER BY v.table_id, v.key, v.commit_lsn DESC, v.event_ordinal DESC) cur
+                 ON cur.table_id = t.table_id AND cur.key = p.key
+          LEFT JOIN (SELECT DISTINCT ON (v.table_id, v.key) v.table_id, v.key, v.version
+                     FROM synchro.row_version v
+                     WHERE v.stream_generation = r.target_generation AND v.table_id = ANY (tables)
+                     ORDER BY v.table_id, v.key, v.commit_lsn DESC, v.event_ordinal DESC) st
+                 ON st.table_id = t.table_id AND st.key = p.key
+          OFFSET 0) b;
     PERFORM set_config('enable_nestloop', 'on', true);
-    ALTER TABLE synchro_boot_row ADD COLUMN version text, ADD COLUMN checksum bigint;
-    UPDATE synchro_boot_row b
-    SET version = CASE WHEN b.active_image IS NOT NULL AND b.active_image = b.wire THEN b.active_version
-                       WHEN b.active_version IS NULL AND b.staged_version IS NOT NULL THEN b.staged_version
-                       ELSE synchro.mint_version() END,
-        checksum = synchro.row_checksum(b.table_id, b.key, b.wire);
+    PERFORM set_config('work_mem', saved_work_mem, true);
     INSERT INTO synchro.row_version (version, table_id, key, image, checksum, stream_generation, commit_lsn, event_ordinal)
     SELECT b.version, b.table_id, b.key, b.wire, b.checksum, gen, barrier, 2147483647
     FROM synchro_boot_row b WHERE b.version IS DISTINCT FROM b.active_version;
