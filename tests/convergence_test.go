@@ -30,11 +30,15 @@ import (
 )
 
 // The convergence simulation (TestConvergence): a seeded, randomized run of many
-// SDK replicas against one server while the data, the scope memberships and the
-// scope assignments change underneath them and faults hit every layer. At the end
-// every replica must hold exactly its user's scopes, every mutation must have one
-// recorded outcome that the replica agrees with, and the capture ledgers must hold
-// every source transaction and effect exactly once.
+// SDK replicas against one server while the data, the scope memberships, the
+// scope assignments and the registry change underneath them and faults hit every
+// layer. In the middle of the run a stream reset rebuilds the stream, a table
+// that holds rows (app.issues, written by SQL from the start) is registered and
+// bootstrapped while the steps go on, and a rule change (app.cards from
+// user:{owner_id} to user:{reviewer_id}) moves rows between users' scopes. At the
+// end every replica must hold exactly its user's scopes, every mutation must have
+// one recorded outcome that the replica agrees with, and the capture ledgers must
+// hold every source transaction and effect exactly once.
 //
 //	SYNCHRO_SEED          the seed (default simDefaultSeed)
 //	SYNCHRO_SIM_DURATION  a number of steps (default simDefaultSteps) or a Go
@@ -65,13 +69,23 @@ var (
 	simUsers  = []string{"u1", "u2", "u3", "u4", "u5"}
 	simOrphan = "u6"
 	simTeams  = []string{"red", "blue", "green"}
-	simTables = []string{"docs", "notes", "reports", "tasks", "templates"}
+	simTables = []string{"cards", "docs", "notes", "reports", "tasks", "templates"}
+)
+
+// The registry changes of the run: app.issues is registered in the middle of
+// it (it holds rows by then), app.cards' rule moves from one owner column to
+// the other (and back, in a long run).
+const (
+	issuesRule = `{"kind":"column","template":"user:{owner_id}"}`
+	cardsRule  = `{"kind":"column","template":"user:{%s}"}`
 )
 
 // convergenceSetup adds the fifth rule kind, a custom sql rule, to syncSchema's
 // four: reports belong to user:<member> for every member of their team (a
 // dependency relation the rule reads through its projection). Scope assignment
-// is a custom function over app.extra_scopes, a table the test writes.
+// is a custom function over app.extra_scopes, a table the test writes. Cards
+// have two owner columns, the rule reads one (reconfigureCards switches it);
+// issues are not registered yet (registerIssues).
 const convergenceSetup = `
 CREATE TABLE app.reports (id text PRIMARY KEY, team text, title text);
 CREATE TABLE app.team_members (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, team text NOT NULL, user_id text NOT NULL);
@@ -85,6 +99,9 @@ CREATE FUNCTION app.scopes_for(user_id text) RETURNS SETOF text LANGUAGE sql STA
     UNION ALL SELECT e.scope FROM app.extra_scopes e WHERE e.user_id = scopes_for.user_id
 $f$;
 SELECT synchro.set_scope_assignment('app.scopes_for(text)');
+CREATE TABLE app.cards (id text PRIMARY KEY, owner_id text NOT NULL, reviewer_id text NOT NULL, title text);
+SELECT synchro.register_table('app.cards', '{"kind":"column","template":"user:{owner_id}"}');
+CREATE TABLE app.issues (id text PRIMARY KEY, owner_id text NOT NULL, title text, n integer NOT NULL DEFAULT 0);
 `
 
 // simPlan is what the environment asks for.
@@ -205,10 +222,17 @@ type sim struct {
 
 	// stream reset (see startReset)
 	nextReset int           // step at which the next stream reset starts (-1: never)
-	resetting *runningReset // the reset running beside the steps (nil: none)
+	resetting *runningReset // the reset or bootstrap coordinator running beside the steps (nil: none)
 	activated []string      // ids of the activated resets, oldest first
 	retireAt  int           // step at which the old generation of the last activated reset is retired (-1: never)
 	resetLog  *lockedBuffer // the coordinators' logs, for a failure message
+
+	// registry changes (see registerIssues, reconfigureCards)
+	nextRegister    int      // step at which app.issues is registered (-1: done)
+	nextReconfigure int      // step of the next rule change of app.cards (-1: never)
+	issuesServed    bool     // app.issues' bootstrap is activated
+	cardsColumn     string   // the owner column of app.cards' current rule
+	changes         []string // ids of the registry changes (stream_reset rows of kind bootstrap), oldest first
 
 	step    int
 	final   bool // the faults stopped: settling and checking
@@ -223,7 +247,7 @@ func TestConvergence(t *testing.T) {
 	plan := simPlanFromEnv(t)
 	t.Logf("convergence simulation: SYNCHRO_SEED=%d, %s, %d clients over %d users", plan.seed, plan, simClients, len(simUsers))
 	s := &sim{t: t, plan: plan, rng: rand.New(rand.NewPCG(plan.seed, 0x5eed)), stats: map[string]int{}, retiredFences: map[string]int{}, nextCrash: -1, restartAt: -1,
-		nextReset: -1, retireAt: -1, resetLog: &lockedBuffer{}}
+		nextReset: -1, retireAt: -1, resetLog: &lockedBuffer{}, nextRegister: -1, nextReconfigure: -1, cardsColumn: "owner_id"}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the last steps before the failure:\n  %s", strings.Join(s.recent, "\n  "))
@@ -271,12 +295,12 @@ func (s *sim) setup() {
 	// A stream reset in the middle of the chaos phase (then periodically, in a
 	// run that lasts a duration); the slots it creates go at the end of the
 	// test, once the worker stopped (dropResetSlots).
-	if s.plan.steps > 0 {
-		s.nextReset = s.plan.steps/4 + s.rng.IntN(s.plan.steps/2+1)
-	} else {
-		s.nextReset = 60 + s.rng.IntN(120)
-	}
+	s.nextReset = s.middleStep()
 	dropResetSlots(t, s.e)
+	// The registration of the populated app.issues and a rule change of
+	// app.cards, each at a step of the middle of the run (rule changes go on
+	// periodically in a run that lasts a duration).
+	s.nextRegister, s.nextReconfigure = s.middleStep(), s.middleStep()
 
 	// The worker runs with the crash hook from now on.
 	s.hook = &workerHook{}
@@ -298,6 +322,15 @@ func (s *sim) setup() {
 	}
 	s.chaos = true
 	s.started = time.Now()
+}
+
+// middleStep is a step of the middle of the run, drawn from the seed: in its
+// middle half, or early in a run that lasts a duration.
+func (s *sim) middleStep() int {
+	if s.plan.steps > 0 {
+		return s.plan.steps/4 + s.rng.IntN(s.plan.steps/2+1)
+	}
+	return 60 + s.rng.IntN(120)
 }
 
 // seedData writes the initial rows: every table, every kind of membership.
@@ -338,6 +371,12 @@ func (s *sim) seedData() {
 		fmt.Fprintf(&b, "INSERT INTO app.extra_scopes VALUES (%s, 'templates_public');\n", lit(u))
 	}
 	fmt.Fprintf(&b, "INSERT INTO app.extra_scopes VALUES ('u1', 'user:u2'), ('u3', 'user:u6');\n")
+	for range 12 {
+		fmt.Fprintf(&b, "INSERT INTO app.cards VALUES (%s, %s, %s, 'seed');\n", lit(s.newID("c")), lit(owner()), lit(owner()))
+	}
+	for range 30 {
+		fmt.Fprintf(&b, "INSERT INTO app.issues VALUES (%s, %s, 'seed', %d);\n", lit(s.newID("i")), lit(owner()), s.rng.IntN(100))
+	}
 	s.e.d.Exec(s.t, b.String())
 }
 
@@ -390,8 +429,16 @@ func (s *sim) run() {
 				continue
 			}
 		}
-		if s.nextReset >= 0 && s.step >= s.nextReset && s.resetting == nil {
+		if s.nextReset >= 0 && s.step >= s.nextReset && s.resetting == nil && !s.registryChangePending() {
 			s.startReset()
+			continue
+		}
+		if s.nextRegister >= 0 && s.step >= s.nextRegister && s.resetting == nil && !s.registryChangePending() {
+			s.registerIssues()
+			continue
+		}
+		if s.nextReconfigure >= 0 && s.step >= s.nextReconfigure && s.resetting == nil && !s.registryChangePending() {
+			s.reconfigureCards()
 			continue
 		}
 		if s.retireAt >= 0 && s.step >= s.retireAt {
@@ -530,10 +577,12 @@ func (s *sim) crashPostgres() {
 	}
 }
 
-// runningReset is a stream reset coordinator (reset.Run) running on a
-// goroutine of its own beside the simulation's steps.
+// runningReset is a stream reset coordinator (reset.Run) or a projection
+// bootstrap coordinator (reset.Bootstrap) running on a goroutine of its own
+// beside the simulation's steps.
 type runningReset struct {
-	step   int // the step it started at
+	kind   string // "reset" or "bootstrap"
+	step   int    // the step it started at
 	retire bool
 	delay  int // steps between its activation and its retirement
 	done   chan resetOutcome
@@ -571,16 +620,29 @@ type resetOutcome struct {
 // (finish waits for it before the final phase); half of the resets have their
 // old generation retired a few steps after the activation (retireReset).
 func (s *sim) startReset() {
-	r := &runningReset{step: s.step, retire: s.rng.IntN(2) == 0, delay: s.rng.IntN(20), done: make(chan resetOutcome, 1),
+	r := s.startCoordinator("reset", reset.Run)
+	r.retire, r.delay = s.rng.IntN(2) == 0, s.rng.IntN(20)
+	s.logf("stream reset started (held at %v; retire the old generation afterwards: %v)", r.holds, r.retire)
+	s.stats["stream resets started"]++
+	if s.plan.duration > 0 {
+		s.nextReset = s.step + 300 + s.rng.IntN(400)
+	} else {
+		s.nextReset = -1
+	}
+}
+
+// startCoordinator runs the coordinator run (reset.Run, activating, or
+// reset.Bootstrap) on a goroutine as s.resetting, held at some of its points
+// for a few steps each: after the candidate slot exists (writes after its
+// consistent point, before the baseline), inside the baseline transaction
+// (after its first relation), after the baseline (before the barrier), after
+// the barrier (catch-up pending) and once verified (before the activation).
+func (s *sim) startCoordinator(kind string, run func(context.Context, reset.Config) (reset.Result, error)) *runningReset {
+	r := &runningReset{kind: kind, step: s.step, done: make(chan resetOutcome, 1),
 		holds: map[reset.Point]int{}, at: make(chan reset.Point), proceed: make(chan struct{})}
-	// Held after the candidate slot exists (writes after its consistent point,
-	// before the baseline), inside the baseline transaction (after its first
-	// relation), after the baseline (before the barrier), after the barrier
-	// (catch-up pending) and once verified (before the activation).
 	for _, p := range []reset.Point{reset.PointSlotCreated, reset.PointStaging, reset.PointBaselined, reset.PointBarrier, reset.PointReady} {
 		r.holds[p] = s.rng.IntN(4)
 	}
-	s.logf("stream reset started (held at %v; retire the old generation afterwards: %v)", r.holds, r.retire)
 	cfg := resetConfig(s.e.d, true)
 	cfg.Reason = fmt.Sprintf("convergence simulation, step %d", s.step)
 	cfg.Log = slog.New(slog.NewTextHandler(s.resetLog, nil))
@@ -605,20 +667,16 @@ func (s *sim) startReset() {
 		}
 	}
 	go func() {
-		res, err := reset.Run(context.Background(), cfg)
+		res, err := run(context.Background(), cfg)
 		r.done <- resetOutcome{res, err}
 	}()
 	s.resetting = r
-	s.stats["stream resets started"]++
-	if s.plan.duration > 0 {
-		s.nextReset = s.step + 300 + s.rng.IntN(400)
-	} else {
-		s.nextReset = -1
-	}
+	return r
 }
 
-// maintainReset notices the end of the running reset (waits for it, with
-// wait): it must have activated the new generation.
+// maintainReset notices the end of the running reset or bootstrap (waits for
+// it, with wait): a reset must have activated the new generation, a bootstrap
+// must have been activated by the capture worker and retired.
 func (s *sim) maintainReset(wait bool) {
 	r := s.resetting
 	if r == nil {
@@ -638,7 +696,7 @@ func (s *sim) maintainReset(wait bool) {
 			case o = <-r.done:
 				break waiting
 			case <-deadline:
-				s.t.Fatalf("the stream reset started at step %d did not end within 3 minutes; its log:\n%s", r.step, s.resetLog)
+				s.t.Fatalf("the %s started at step %d did not end within 3 minutes; its log:\n%s", r.kind, r.step, s.resetLog)
 			}
 		}
 	} else {
@@ -646,13 +704,13 @@ func (s *sim) maintainReset(wait bool) {
 			select {
 			case p := <-r.at:
 				r.held, r.heldAt = p, s.step
-				s.logf("stream reset held at %s for %d steps", p, r.holds[p])
-				s.stats["stream reset holds at "+string(p)]++
+				s.logf("%s held at %s for %d steps", r.kind, p, r.holds[p])
+				s.stats[r.kind+" holds at "+string(p)]++
 			default:
 			}
 		}
 		if r.held != "" && s.step-r.heldAt >= r.holds[r.held] {
-			s.logf("stream reset goes on after %s", r.held)
+			s.logf("%s goes on after %s", r.kind, r.held)
 			r.held = ""
 			r.proceed <- struct{}{}
 		}
@@ -663,6 +721,15 @@ func (s *sim) maintainReset(wait bool) {
 		}
 	}
 	s.resetting = nil
+	if r.kind == "bootstrap" {
+		if o.err != nil || o.res.Phase != "retired" {
+			s.t.Fatalf("the bootstrap started at step %d ended %q with %v, want retired; its log:\n%s", r.step, o.res.Phase, o.err, s.resetLog)
+		}
+		s.logf("bootstrap %s (started at step %d) activated and retired: app.issues is served", o.res.ResetID, r.step)
+		s.issuesServed = true
+		s.stats["steps taken beside a running bootstrap"] += s.step - r.step
+		return
+	}
 	if o.err != nil || o.res.Phase != "activated" {
 		s.t.Fatalf("the stream reset started at step %d ended %q with %v, want activated; its log:\n%s", r.step, o.res.Phase, o.err, s.resetLog)
 	}
@@ -702,29 +769,73 @@ func (s *sim) retireReset() {
 	s.stats["stream resets retired"]++
 }
 
+// registryChangePending reports whether a registry change, bootstrap or
+// stream reset is in progress (not yet activated): registry changes and resets
+// are refused meanwhile (55006). A rule change is activated by the capture
+// worker in source order, so one stays pending while the worker is down.
+func (s *sim) registryChangePending() bool {
+	return queryText(s.t, s.e.d, `SELECT EXISTS (SELECT FROM synchro.stream_reset WHERE phase IN ('staging', 'catching_up', 'ready'))::text`) == "true"
+}
+
+// registerIssues registers app.issues, which the server has written from the
+// start (it holds rows), and runs its projection bootstrap beside the steps
+// (startCoordinator): until the capture worker activates it the table is not
+// served; then every replica's connect answers replace (the SDK creates the
+// table) and the scopes the bootstrap gave rows get a floor (their cursors are
+// answered with rebuild).
+func (s *sim) registerIssues() {
+	s.nextRegister = -1
+	rows := queryInt(s.t, s.e.d, `SELECT count(*) FROM app.issues`)
+	s.e.d.Exec(s.t, `SELECT synchro.register_table('app.issues', '`+issuesRule+`')`)
+	id := queryText(s.t, s.e.d, `SELECT reset_id::text FROM synchro.stream_reset WHERE kind = 'bootstrap' AND phase = 'staging'`)
+	s.changes = append(s.changes, id)
+	r := s.startCoordinator("bootstrap", reset.Bootstrap)
+	s.logf("app.issues registered holding %d rows: bootstrap %s started (held at %v)", rows, id, r.holds)
+	s.stats["populated tables registered"]++
+}
+
+// reconfigureCards moves app.cards' rule to its other owner column
+// (synchro.reconfigure_table): the capture worker activates the change at its
+// transaction, in source order; cards move between users' scopes, whose
+// cursors from before it are answered with rebuild.
+func (s *sim) reconfigureCards() {
+	s.cardsColumn = map[string]string{"owner_id": "reviewer_id", "reviewer_id": "owner_id"}[s.cardsColumn]
+	id := queryText(s.t, s.e.d, `SELECT synchro.reconfigure_table('app.cards', $1::jsonb)::text`, fmt.Sprintf(cardsRule, s.cardsColumn))
+	s.changes = append(s.changes, id)
+	s.logf("app.cards' rule changed to user:{%s} (registry change %s)", s.cardsColumn, id)
+	s.stats["rule changes"]++
+	s.nextReconfigure = -1
+	if s.plan.duration > 0 {
+		s.nextReconfigure = s.step + 300 + s.rng.IntN(400)
+	}
+}
+
 // activeGeneration is the stream generation synchro.progress names.
 func (s *sim) activeGeneration() string {
 	return queryText(s.t, s.e.d, `SELECT stream_generation::text FROM synchro.progress`)
 }
 
-// cursorGenerations is the replica's scopes -> the stream generation its
-// cursor is bound to ("" for a scope without a cursor). The test reads the
-// cursor's payload (base64url JSON ["c", generation, scope, client, epoch,
-// position...], synchro.sign_token); the SDK never does.
-func (s *sim) cursorGenerations(c *simClient) map[string]string {
+// simCursor is where a replica's scope cursor stands: its stream generation
+// and the commit position it resumes after ("" for a scope without a cursor).
+type simCursor struct{ generation, lsn string }
+
+// cursors is the replica's scopes -> where its cursor stands. The test reads
+// the cursor's payload (base64url JSON ["c", generation, scope, client, epoch,
+// lsn, event ordinal, effect ordinal], synchro.sign_token); the SDK never does.
+func (s *sim) cursors(c *simClient) map[string]simCursor {
 	rows, err := c.DB().Query(`SELECT scope, cursor FROM _synchro_scopes`)
 	if err != nil {
 		s.t.Fatalf("%s: reading the cursors: %v", c.name, err)
 	}
 	defer rows.Close()
-	out := map[string]string{}
+	out := map[string]simCursor{}
 	for rows.Next() {
 		var scope string
 		var cursor *string
 		if err := rows.Scan(&scope, &cursor); err != nil {
 			s.t.Fatal(err)
 		}
-		out[scope] = ""
+		out[scope] = simCursor{}
 		if cursor == nil {
 			continue
 		}
@@ -734,10 +845,10 @@ func (s *sim) cursorGenerations(c *simClient) map[string]string {
 		if err == nil {
 			err = json.Unmarshal(raw, &parts)
 		}
-		if err != nil || len(parts) < 2 || parts[0] != "c" {
+		if err != nil || len(parts) != 8 || parts[0] != "c" {
 			s.t.Fatalf("%s: scope %s: cursor %q is not a scope cursor (%v)", c.name, scope, *cursor, err)
 		}
-		out[scope] = parts[1]
+		out[scope] = simCursor{generation: parts[1], lsn: parts[5]}
 	}
 	if err := rows.Err(); err != nil {
 		s.t.Fatal(err)
@@ -913,7 +1024,7 @@ func (s *sim) sync(c *simClient) {
 	}
 	c.ft.requests = 0
 	before := s.syncedScopes(c)
-	gens := s.cursorGenerations(c)
+	cursors := s.cursors(c)
 	epochs, epochsKnown := s.scopeEpochs(c)
 	start := time.Now()
 	rep, err := c.SyncReport(ctx)
@@ -944,28 +1055,37 @@ func (s *sim) sync(c *simClient) {
 		return false
 	}
 	for _, scope := range rep.Rebuilt {
-		if before[scope] && !reassigned(scope) && !s.staleGeneration(gens, scope) {
+		if before[scope] && !reassigned(scope) && !s.cursorVoided(cursors, scope) {
 			s.healing = append(s.healing, fmt.Sprintf("step %d %s %s", s.step, c.name, scope))
 			s.t.Fatalf("%s: scope %s had a cursor before the sync and was rebuilt: the pull delivered changes whose checksum does not match the server's (lost, duplicated or wrong changes)", c.name, scope)
 		}
 	}
 	for scope, synced := range after {
-		if before[scope] && !synced && !reassigned(scope) && !s.staleGeneration(gens, scope) {
+		if before[scope] && !synced && !reassigned(scope) && !s.cursorVoided(cursors, scope) {
 			s.t.Fatalf("%s: scope %s had a cursor before the sync and lost it: the pull's checksum did not match the server's (lost, duplicated or wrong changes)", c.name, scope)
 		}
 	}
 }
 
-// staleGeneration reports whether the cursor scope had (gens, from
-// cursorGenerations) is bound to a stream generation that is not the active
-// one: after a stream reset's activation the server answers it with the scope
-// in rebuild, so the scope loses its cursor and is rebuilt.
-func (s *sim) staleGeneration(gens map[string]string, scope string) bool {
-	if gens[scope] == "" || gens[scope] == s.activeGeneration() {
+// cursorVoided reports whether the cursor scope had (cursors, from s.cursors)
+// can no longer be resumed by the server's design, so the scope loses its
+// cursor and is rebuilt: it is bound to a stream generation that is not the
+// active one (a stream reset was activated since), or it stands before the
+// scope's floor (a registry change moved rows into or out of the scope there).
+func (s *sim) cursorVoided(cursors map[string]simCursor, scope string) bool {
+	cur := cursors[scope]
+	switch {
+	case cur.generation == "":
 		return false
+	case cur.generation != s.activeGeneration():
+		s.stats["cursors of an earlier stream generation rebuilt"]++
+		return true
+	case queryText(s.t, s.e.d, `SELECT EXISTS (SELECT FROM synchro.scope_floor WHERE stream_generation = $1::uuid AND scope = $2
+		AND floor_lsn > $3::pg_lsn)::text`, cur.generation, scope, cur.lsn) == "true":
+		s.stats["cursors before a registry change's scope floor rebuilt"]++
+		return true
 	}
-	s.stats["cursors of an earlier stream generation rebuilt"]++
-	return true
+	return false
 }
 
 // scopeEpochs is the server's assignment epoch of each scope of c's set
@@ -1253,6 +1373,9 @@ func (s *sim) serverWrites() {
 }
 
 func (s *sim) serverWrite(gone map[string]bool) string {
+	if s.rng.IntN(100) < 15 {
+		return s.registryTableWrite()
+	}
 	pick := func(query string, args ...any) (string, bool) { return s.pickRow(s.serverIDs(query, args...)) }
 	title := fmt.Sprintf("srv@%d", s.step)
 	switch r := s.rng.IntN(100); {
@@ -1373,6 +1496,44 @@ func (s *sim) serverWrite(gone map[string]bool) string {
 	return ""
 }
 
+// registryTableWrite is a write of app.cards (whose rule changes in the run:
+// an owner or reviewer change moves a card between scopes under one rule and
+// not the other) or app.issues (written before, during and after its
+// registration and bootstrap).
+func (s *sim) registryTableWrite() string {
+	pick := func(query string) (string, bool) { return s.pickRow(s.serverIDs(query)) }
+	title := fmt.Sprintf("srv@%d", s.step)
+	switch r := s.rng.IntN(10); {
+	case r == 0:
+		return fmt.Sprintf("INSERT INTO app.cards VALUES (%s, %s, %s, %s)", lit(s.newID("c")), lit(s.anyUser()), lit(s.anyUser()), lit(title))
+	case r < 3:
+		if id, ok := pick(`SELECT id FROM app.cards ORDER BY id`); ok {
+			column := []string{"owner_id", "reviewer_id"}[s.rng.IntN(2)]
+			s.stats["ownership transfers"]++
+			return fmt.Sprintf("UPDATE app.cards SET %s = %s, title = %s WHERE id = %s", column, lit(s.anyUser()), lit(title), lit(id))
+		}
+	case r == 3:
+		if id, ok := pick(`SELECT id FROM app.cards ORDER BY id`); ok {
+			return fmt.Sprintf("DELETE FROM app.cards WHERE id = %s", lit(id))
+		}
+	case r < 6:
+		return fmt.Sprintf("INSERT INTO app.issues VALUES (%s, %s, %s, %d)", lit(s.newID("i")), lit(s.anyUser()), lit(title), s.rng.IntN(100))
+	case r < 9:
+		if id, ok := pick(`SELECT id FROM app.issues ORDER BY id`); ok {
+			if s.rng.IntN(3) == 0 {
+				s.stats["ownership transfers"]++
+				return fmt.Sprintf("UPDATE app.issues SET owner_id = %s WHERE id = %s", lit(s.anyUser()), lit(id))
+			}
+			return fmt.Sprintf("UPDATE app.issues SET title = %s, n = n + 1 WHERE id = %s", lit(title), lit(id))
+		}
+	default:
+		if id, ok := pick(`SELECT id FROM app.issues ORDER BY id`); ok {
+			return fmt.Sprintf("DELETE FROM app.issues WHERE id = %s", lit(id))
+		}
+	}
+	return ""
+}
+
 // assignmentChange changes which scopes users are assigned: rows of the
 // assignment function's table (another user's scope, the shared templates, an
 // empty shared scope), a new shared scope, or a switch between the custom
@@ -1436,14 +1597,14 @@ func (s *sim) finish() {
 		for _, c := range s.clients {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			before := s.syncedScopes(c)
-			gens := s.cursorGenerations(c)
+			cursors := s.cursors(c)
 			rep, err := c.SyncReport(ctx)
 			cancel()
 			if err != nil {
 				t.Fatalf("%s: sync after the faults stopped (round %d): %v", c.name, round, err)
 			}
 			for _, scope := range rep.Rebuilt {
-				if before[scope] && !s.staleGeneration(gens, scope) {
+				if before[scope] && !s.cursorVoided(cursors, scope) {
 					t.Fatalf("%s: scope %s had a cursor and was rebuilt while settling: a pull's checksum did not match the server's", c.name, scope)
 				}
 			}
@@ -1526,7 +1687,7 @@ func (s *sim) requireLedgers() {
 			WHERE l.stream_generation <> p.stream_generation
 			  AND NOT EXISTS (SELECT FROM synchro.stream_reset r WHERE r.source_generation = l.stream_generation AND r.phase = 'activated')`},
 		{"retired generations with state left (stream_generation)", `
-			SELECT r.source_generation FROM synchro.stream_reset r WHERE r.phase = 'retired' AND (
+			SELECT r.source_generation FROM synchro.stream_reset r WHERE r.kind = 'reset' AND r.phase = 'retired' AND (
 			    EXISTS (SELECT FROM synchro.row_version v WHERE v.stream_generation = r.source_generation)
 			 OR EXISTS (SELECT FROM synchro.membership m WHERE m.stream_generation = r.source_generation)
 			 OR EXISTS (SELECT FROM synchro.txn_ledger l WHERE l.stream_generation = r.source_generation)
@@ -1541,12 +1702,21 @@ func (s *sim) requireLedgers() {
 	requireEffectVersions(t, d)
 }
 
-// requireResets: the resets the simulation ran are the database's (each
-// activated, or retired when the simulation retired it, no other), and the
-// active generation and slot are those of the last one.
+// requireResets: the resets and registry changes the simulation made are the
+// database's (each activated, or retired, no other), and the active
+// generation and slot are those of the last reset.
 func (s *sim) requireResets() {
 	t, d := s.t, s.e.d
-	got := rowsOf(t, d, `SELECT reset_id::text, phase FROM synchro.stream_reset ORDER BY started_at`)
+	changes := rowsOf(t, d, `SELECT reset_id::text, phase FROM synchro.stream_reset WHERE kind = 'bootstrap' ORDER BY started_at`)
+	if len(changes) != len(s.changes) {
+		t.Fatalf("registry changes in the database %v, the simulation made %v", changes, s.changes)
+	}
+	for i, id := range s.changes {
+		if p := strings.SplitN(changes[i], "|", 2); p[0] != id || p[1] != "activated" && p[1] != "retired" {
+			t.Fatalf("registry change %d is %s, want %s activated or retired", i, changes[i], id)
+		}
+	}
+	got := rowsOf(t, d, `SELECT reset_id::text, phase FROM synchro.stream_reset WHERE kind = 'reset' ORDER BY started_at`)
 	if len(got) != len(s.activated) {
 		t.Fatalf("stream resets in the database %v, the simulation activated %v", got, s.activated)
 	}
@@ -1747,10 +1917,15 @@ func (s *sim) explainRow(c *simClient, k string) string {
 // localRows is every row of the replica's synced tables, "table/pk" -> row in
 // wire form (localValue), as client_test.go's localRows for this schema.
 func (s *sim) localRows(c *simClient) map[string]any {
-	if tables := c.Tables(); !slices.Equal(tables, simTables) {
-		s.t.Fatalf("%s: synced tables %v, want %v", c.name, tables, simTables)
+	want := slices.Clone(simTables)
+	if s.issuesServed {
+		want = append(want, "issues")
+		slices.Sort(want)
 	}
-	return localTables(s.t, c.DB(), simTables)
+	if tables := c.Tables(); !slices.Equal(tables, want) {
+		s.t.Fatalf("%s: synced tables %v, want %v", c.name, tables, want)
+	}
+	return localTables(s.t, c.DB(), want)
 }
 
 // rowDiff describes how local differs from server, row by row.

@@ -122,6 +122,10 @@ func bootstrapRun(ctx context.Context, adminURL string) ([]row, error) {
 	if err := pts.check("the bootstrap", len(rels)); err != nil {
 		return nil, err
 	}
+	floor, err := stagingFloor(ctx, pool, staged)
+	if err != nil {
+		return nil, err
+	}
 	at := pts.at
 	stagingDur, copyDur, sqlDur := pts.staging()
 	catchUpDur := at[reset.PointCaughtUp].Sub(at[reset.PointBaselined])
@@ -145,6 +149,8 @@ func bootstrapRun(ctx context.Context, adminURL string) ([]row, error) {
 			Baseline: "bare COPY TO STDOUT", BaseVal: copyRate},
 		{Name: "bootstrap staging: SQL versions (stage_synced_rows), coverage + commit", Value: float64(staged) / sqlDur.Seconds(), Unit: "rows/s",
 			Baseline: "bare COPY TO STDOUT", BaseVal: copyRate},
+		{Name: "bootstrap floor: bare INSERT ... SELECT of the projections, versions and memberships it writes", Value: floor,
+			Unit: "rows/s", Baseline: "bare COPY TO STDOUT", BaseVal: copyRate},
 		{Name: fmt.Sprintf("bootstrap catch-up (%d tx to the barrier)", caughtUp), Value: catchUpDur.Seconds(), Unit: "s",
 			Baseline: "whole bootstrap", BaseVal: total.Seconds()},
 		{Name: "bootstrap verification + capture's wait at the barrier", Value: (verifyDur + waitDur).Seconds(), Unit: "s",

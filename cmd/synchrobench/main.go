@@ -190,8 +190,12 @@ func dropBenchDB(ctx context.Context, adminURL, name string) error {
 		return err
 	}
 	defer admin.Close(ctx)
-	// A worker just stopped may leave its walsender a moment: its slot stays
-	// active until it ends.
+	// A worker just stopped may leave its walsender behind (one decoding a
+	// large transaction notices the closed connection only when it sends):
+	// its slot stays active until it ends, so it is ended.
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL`, name); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		_, err := admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1`, name)
 		if err == nil {
