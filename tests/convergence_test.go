@@ -1707,22 +1707,15 @@ func (s *sim) requireLedgers() {
 // generation and slot are those of the last reset.
 func (s *sim) requireResets() {
 	t, d := s.t, s.e.d
-	changes := rowsOf(t, d, `SELECT reset_id::text, phase FROM synchro.stream_reset WHERE kind = 'bootstrap' ORDER BY started_at`)
-	if len(changes) != len(s.changes) {
-		t.Fatalf("registry changes in the database %v, the simulation made %v", changes, s.changes)
-	}
-	for i, id := range s.changes {
-		if p := strings.SplitN(changes[i], "|", 2); p[0] != id || p[1] != "activated" && p[1] != "retired" {
-			t.Fatalf("registry change %d is %s, want %s activated or retired", i, changes[i], id)
+	for kind, made := range map[string][]string{"bootstrap": s.changes, "reset": s.activated} {
+		got := rowsOf(t, d, `SELECT reset_id::text, phase FROM synchro.stream_reset WHERE kind = $1 ORDER BY started_at`, kind)
+		if len(got) != len(made) {
+			t.Fatalf("%ss in the database %v, the simulation made %v", kind, got, made)
 		}
-	}
-	got := rowsOf(t, d, `SELECT reset_id::text, phase FROM synchro.stream_reset WHERE kind = 'reset' ORDER BY started_at`)
-	if len(got) != len(s.activated) {
-		t.Fatalf("stream resets in the database %v, the simulation activated %v", got, s.activated)
-	}
-	for i, id := range s.activated {
-		if p := strings.SplitN(got[i], "|", 2); p[0] != id || p[1] != "activated" && p[1] != "retired" {
-			t.Fatalf("stream reset %d is %s, want %s activated or retired", i, got[i], id)
+		for i, id := range made {
+			if p := strings.SplitN(got[i], "|", 2); p[0] != id || p[1] != "activated" && p[1] != "retired" {
+				t.Fatalf("%s %d is %s, want %s activated or retired", kind, i, got[i], id)
+			}
 		}
 	}
 	if len(s.activated) == 0 {
