@@ -17,6 +17,7 @@ import (
 	"github.com/synchro-sync/synchro/internal/config"
 	"github.com/synchro-sync/synchro/internal/db"
 	"github.com/synchro-sync/synchro/internal/httpapi"
+	"github.com/synchro-sync/synchro/internal/live"
 	"github.com/synchro-sync/synchro/internal/logging"
 	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/migrate"
@@ -68,6 +69,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	httpPoolSize := fs.Int("http-pool-size", 16, "database connections of the sync requests (env SYNCHRO_HTTP_POOL_SIZE)")
 	maxUserRequests := fs.Int("max-user-requests", 4, "most sync requests of one user in flight per process, at most --http-pool-size minus 1; more get 429 retry_later (env SYNCHRO_MAX_USER_REQUESTS)")
 	maxBytesInFlight := fs.Int64("max-body-bytes-in-flight", 64<<20, "request body bytes of all sync requests in flight per process, at least --max-body-bytes; more get 503 retry_later (env SYNCHRO_MAX_BODY_BYTES_IN_FLIGHT)")
+	maxPullWait := fs.Duration("max-pull-wait", 60*time.Second, "longest a pull may wait for changes (its wait_ms is capped at it); 0 = pulls never wait (env SYNCHRO_MAX_PULL_WAIT)")
+	maxWaitingPulls := fs.Int("max-waiting-pulls", 20000, "most pulls waiting for changes per process; more get 503 retry_later (env SYNCHRO_MAX_WAITING_PULLS)")
+	maxUserWaitingPulls := fs.Int("max-user-waiting-pulls", 16, "most pulls of one user waiting for changes per process; more get 503 retry_later (env SYNCHRO_MAX_USER_WAITING_PULLS)")
 	pushLockTimeout := fs.Duration("push-lock-timeout", 5*time.Second, "how long a push mutation waits for a row lock before server_retryable (env SYNCHRO_PUSH_LOCK_TIMEOUT)")
 	pushTimeout := fs.Duration("push-timeout", 30*time.Second, "longest run of one push transaction; a longer one is rolled back and answered 503 retry_later (env SYNCHRO_PUSH_TIMEOUT)")
 	server := httpapi.DefaultServerConfig
@@ -110,6 +114,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 {
 		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive")
+	}
+	if *maxPullWait < 0 || *maxWaitingPulls <= 0 || *maxUserWaitingPulls <= 0 {
+		return fmt.Errorf("--max-pull-wait must not be negative, --max-waiting-pulls and --max-user-waiting-pulls positive")
 	}
 	if *spillBytes <= 0 || *historyRetention < 0 {
 		return fmt.Errorf("--capture-spill-bytes must be positive and --capture-history-retention not negative")
@@ -179,10 +186,19 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		}, *bootstrapInterval)
 	}
 
+	// Pulls that wait for changes are woken by one LISTEN connection (beside
+	// the sync pool); it stops with the signal, answering them.
+	var hub *live.Hub
+	if *maxPullWait > 0 {
+		hub = live.NewHub(servicePool.Config().ConnConfig, *maxWaitingPulls, *maxUserWaitingPulls, log)
+		go hub.Run(ctx)
+		m.WatchWaitingPulls(hub.Waiting)
+	}
 	router := httpapi.NewRouter(httpapi.Deps{Pool: opsPool, Metrics: m, Sync: &httpapi.Sync{
 		Pool: servicePool, Auth: authenticator, Limits: limits, CaptureWait: *captureWait,
 		PushLockTimeout: *pushLockTimeout, PushTimeout: *pushTimeout, Log: log, Metrics: m,
 		MaxUserRequests: *maxUserRequests, MaxBytesInFlight: *maxBytesInFlight,
+		Live: hub, MaxPullWait: *maxPullWait,
 	}})
 	srv := httpapi.NewServer(router, server)
 	errc := make(chan error, 1)

@@ -1,6 +1,9 @@
 package httpapi
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // userLimiter bounds the sync requests one user may have in flight in this
 // process; a request over the bound is answered 429 retry_later.
@@ -79,4 +82,46 @@ func (b *byteBudget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
+}
+
+// requestSlot is what a request holds of the limits while it runs: its place
+// among its user's requests in flight and its body bytes. A pull that waits
+// for changes holds neither while it waits (pause), and takes its user's place
+// again to pull once woken (resume).
+type requestSlot struct {
+	users    *userLimiter
+	bytes    *byteBudget
+	user     string
+	reserved int64
+	held     bool // the user's place
+}
+
+// pause gives back the user's place and the body bytes.
+func (r *requestSlot) pause() {
+	if r.held {
+		r.users.release(r.user)
+		r.held = false
+	}
+	r.bytes.release(r.reserved)
+	r.reserved = 0
+}
+
+// resume takes the user's place again, or reports false when the user has
+// the most requests in flight.
+func (r *requestSlot) resume() bool {
+	if !r.held {
+		r.held = r.users.acquire(r.user)
+	}
+	return r.held
+}
+
+// end gives back whatever the request still holds.
+func (r *requestSlot) end() { r.pause() }
+
+type slotKey struct{}
+
+// slotOf is the request slot handle put in ctx.
+func slotOf(ctx context.Context) *requestSlot {
+	s, _ := ctx.Value(slotKey{}).(*requestSlot)
+	return s
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/synchro-sync/synchro/internal/auth"
 	"github.com/synchro-sync/synchro/internal/db"
+	"github.com/synchro-sync/synchro/internal/live"
 	"github.com/synchro-sync/synchro/internal/metrics"
 	"github.com/synchro-sync/synchro/internal/wire"
 )
@@ -48,6 +51,10 @@ type Sync struct {
 	// MaxBytesInFlight bounds the request body bytes of all sync requests in
 	// flight in this process (503 retry_later above it); 0 = unbounded.
 	MaxBytesInFlight int64
+	// Live wakes pulls that wait for changes (wait_ms); nil: pulls never wait.
+	Live *live.Hub
+	// MaxPullWait caps a pull's wait_ms.
+	MaxPullWait time.Duration
 
 	once  sync.Once
 	gate  readinessGate
@@ -99,6 +106,9 @@ type pullRequest struct {
 	ScopeSetVersion int64                  `json:"scope_set_version"`
 	Scopes          map[string]scopeCursor `json:"scopes,omitempty"`
 	Limit           *int                   `json:"limit,omitempty"`
+	// WaitMs asks to hold the pull until one of its scopes changes (live.go);
+	// the SQL entry point never sees it.
+	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
 type rebuildRequest struct {
@@ -135,7 +145,8 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 				Message: "too many requests of this user in flight; retry later", RetryAfter: 1})
 			return
 		}
-		defer s.users.release(user)
+		slot := &requestSlot{users: &s.users, bytes: &s.bytes, user: user, held: true}
+		defer slot.end()
 		reserved := min(max(r.ContentLength, 0), s.MaxBodyBytes)
 		if r.ContentLength < 0 { // unknown length (chunked): the most it may be
 			reserved = s.MaxBodyBytes
@@ -145,8 +156,8 @@ func (s *Sync) handle(op string, fn func(w http.ResponseWriter, r *http.Request,
 				Message: "the server is receiving too many request bytes; retry later", RetryAfter: 1})
 			return
 		}
-		defer s.bytes.release(reserved)
-		body, apiErr := fn(w, r, user)
+		slot.reserved = reserved
+		body, apiErr := fn(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, slot)), user)
 		if apiErr != nil {
 			s.Metrics.ObserveSyncError(op, apiErr.Code)
 			writeError(w, apiErr)
@@ -309,9 +320,20 @@ func (s *Sync) pull(w http.ResponseWriter, r *http.Request, user string) (json.R
 	if e != nil {
 		return nil, e
 	}
-	return s.waitForCapture(r.Context(), "pull", func(q *db.Queries) ([]byte, error) {
-		return q.Pull(r.Context(), db.PullParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit), PageBytes: s.MaxPageBytes})
-	})
+	wait, e := s.pullWait(req.WaitMs)
+	if e != nil {
+		return nil, e
+	}
+	req.WaitMs = nil
+	pull := func() (json.RawMessage, *apiError) {
+		return s.waitForCapture(r.Context(), "pull", func(q *db.Queries) ([]byte, error) {
+			return q.Pull(r.Context(), db.PullParams{UserID: user, Request: mustJSON(req), PageLimit: int32(limit), PageBytes: s.MaxPageBytes})
+		})
+	}
+	if wait == 0 {
+		return pull()
+	}
+	return s.livePull(r.Context(), user, slices.Collect(maps.Keys(req.Scopes)), wait, pull)
 }
 
 func (s *Sync) rebuild(w http.ResponseWriter, r *http.Request, user string) (json.RawMessage, *apiError) {

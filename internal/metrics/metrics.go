@@ -87,6 +87,17 @@ func (m *Metrics) ObserveBatch(transactions, rows int, d time.Duration) {
 	m.batchDuration.Observe(d.Seconds())
 }
 
+// WatchWaitingPulls exports waiting (read at each scrape) as
+// synchro_waiting_pulls: the pulls of this process waiting for changes.
+func (m *Metrics) WatchWaitingPulls(waiting func() int) {
+	if m == nil {
+		return
+	}
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "synchro_waiting_pulls", Help: "Pulls of this process waiting for changes of their scopes (wait_ms)."},
+		func() float64 { return float64(waiting()) }))
+}
+
 // ObservePruned records capture history pruned: events event-ledger rows and their fences.
 func (m *Metrics) ObservePruned(events int64) {
 	if m == nil {

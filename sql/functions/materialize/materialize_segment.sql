@@ -243,6 +243,11 @@ BEGIN
                               ORDER BY d.table_id, d.key_num, d.key COLLATE "C", d.upsert) - 1,
            d.table_id, d.key, CASE WHEN d.upsert THEN 'upsert' ELSE 'delete' END, d.version
     FROM synchro_seg_diff d;
+    -- Pulls waiting for these scopes are woken when this commits (never for a
+    -- reset's stage, which nothing serves yet).
+    IF gen = (SELECT p.stream_generation FROM synchro.progress p) THEN
+        PERFORM synchro.notify_changes(ARRAY(SELECT DISTINCT d.scope FROM synchro_seg_diff d));
+    END IF;
 
     -- Membership edges: a row's first change in the segment that leaves a scope
     -- closes its open edge; every join opens an edge that the row's next leave in

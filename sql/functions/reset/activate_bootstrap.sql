@@ -188,5 +188,7 @@ BEGIN
     WHERE x.reset_id = id;
     DROP TABLE synchro_boot_left, synchro_boot_row, synchro_boot_member;
     PERFORM synchro.current_schema();
+    -- Every waiting pull answers again: the manifest and scope floors moved.
+    PERFORM synchro.notify_changes(NULL);
 END
 $$;

@@ -81,6 +81,8 @@ BEGIN
     SET phase = 'activated', phase_at = now(), activated_at = now(), activated_by = session_user
     WHERE x.reset_id = id
     RETURNING * INTO r;
+    -- Every waiting pull answers again: its cursor is now of an old generation.
+    PERFORM synchro.notify_changes(NULL);
     RETURN r;
 END
 $$;

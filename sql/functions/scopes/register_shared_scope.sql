@@ -13,5 +13,7 @@ BEGIN
     END IF;
     INSERT INTO synchro.shared_scope AS s (scope, portable) VALUES (scope, coalesce(portable, false))
     ON CONFLICT ON CONSTRAINT shared_scope_pkey DO UPDATE SET portable = EXCLUDED.portable;
+    -- Waiting pulls answer again: every client's scope set may have grown.
+    PERFORM synchro.notify_changes(NULL);
 END
 $$;

@@ -16,5 +16,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE synchro.settings SET scope_assignment = fn;
+    -- Waiting pulls answer again: their clients' scope sets may have changed.
+    PERFORM synchro.notify_changes(NULL);
 END
 $$;
