@@ -60,8 +60,9 @@ type Client struct {
 	cfg Config
 	tr  *transport
 
-	mu  sync.Mutex // one Sync at a time
-	id  string
+	mu   sync.Mutex // one Sync at a time
+	poke chan struct{} // Poke ends Live's wait
+	id   string
 	ssv int64 // scope_set_version
 
 	// schema is the installed manifest (nil before the first connect); only
@@ -136,7 +137,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{db: db, cfg: cfg, tr: &transport{base: cfg.ServerURL, http: cfg.HTTPClient, token: cfg.Token,
+	c := &Client{db: db, cfg: cfg, poke: make(chan struct{}, 1), tr: &transport{base: cfg.ServerURL, http: cfg.HTTPClient, token: cfg.Token,
 		maxAttempts: cfg.MaxAttempts, backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, maxBody: cfg.MaxResponseBytes}}
 	if err := c.init(ctx); err != nil {
 		db.Close()

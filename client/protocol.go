@@ -75,6 +75,7 @@ type (
 		ScopeSetVersion int64                `json:"scope_set_version"`
 		Scopes          map[string]cursorRef `json:"scopes"`
 		Limit           int                  `json:"limit"`
+		WaitMs          int64                `json:"wait_ms,omitempty"`
 	}
 	change struct {
 		Scope         string          `json:"scope"`

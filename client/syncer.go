@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 const (
@@ -33,7 +34,7 @@ func (c *Client) cycle(ctx context.Context, rep *Report) error {
 		if err := c.rebuildPending(ctx, rep); err != nil {
 			return err
 		}
-		if err := c.pull(ctx, rep); err != nil {
+		if err := c.pull(ctx, rep, 0); err != nil {
 			return err
 		}
 		scopes, err := c.loadScopes(ctx)
@@ -129,15 +130,18 @@ func (c *Client) connect(ctx context.Context) error {
 
 // pull pages the held scopes' changes until has_more is false, applying each
 // page, its scope updates and its cursors in one transaction; on the final page
-// a scope whose checksum does not match loses its cursor (rebuild).
-func (c *Client) pull(ctx context.Context, rep *Report) error {
+// a scope whose checksum does not match loses its cursor (rebuild). The first
+// page may wait up to wait for a change (a live pull).
+func (c *Client) pull(ctx context.Context, rep *Report, wait time.Duration) error {
 	for range maxPages {
 		scopes, err := c.loadScopes(ctx)
 		if err != nil {
 			return err
 		}
 		var resp pullResponse
-		req := pullRequest{ClientID: c.id, Schema: c.schemaRef(), ScopeSetVersion: c.ssv, Scopes: scopes, Limit: c.cfg.PageSize}
+		req := pullRequest{ClientID: c.id, Schema: c.schemaRef(), ScopeSetVersion: c.ssv, Scopes: scopes, Limit: c.cfg.PageSize,
+			WaitMs: wait.Milliseconds()}
+		wait = 0
 		if err := c.tr.post(ctx, "/sync/pull", req, &resp); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -215,5 +216,41 @@ func TestLivePullHoldsNoConnection(t *testing.T) {
 	l.stop()
 	if a := requireOK(t, "a waiting pull at shutdown", answered(t, "at shutdown", p)); len(changesOf(a)) != 0 {
 		t.Fatalf("a waiting pull at shutdown answered %s", mustMarshal(t, a))
+	}
+}
+
+// TestClientLive: the SDK's Live mode applies a change committed in SQL while
+// its live pull waits, and pushes a local write once poked; it ends with its
+// context.
+func TestClientLive(t *testing.T) {
+	t.Parallel()
+	l := newLiveEnv(t)
+	c := openClient(t, l.syncEnv, t.TempDir(), "u1", "live-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Live(ctx, 30*time.Second, nil) }()
+	l.waitWaiting(t, 1)
+
+	l.d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d-sql', 'u1', 'from psql')`)
+	waitFor(t, "the row written in SQL in the replica", 30*time.Second, func() (bool, error) {
+		var n int
+		err := c.DB().QueryRow(`SELECT count(*) FROM docs WHERE id = 'd-sql' AND title = 'from psql'`).Scan(&n)
+		return n == 1, err
+	})
+
+	c.exec(t, `INSERT INTO docs (id, owner_id, title) VALUES ('d-local', 'u1', 'written offline')`)
+	c.Poke()
+	waitFor(t, "the local write on the server", 30*time.Second, func() (bool, error) {
+		return queryInt(t, l.d, `SELECT count(*) FROM app.docs WHERE id = 'd-local'`) == 1, nil
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Live ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Live did not end with its context")
 	}
 }
