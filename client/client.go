@@ -60,10 +60,10 @@ type Client struct {
 	cfg Config
 	tr  *transport
 
-	mu   sync.Mutex // one Sync at a time
+	mu   sync.Mutex    // one Sync at a time
 	poke chan struct{} // Poke ends Live's wait
 	id   string
-	ssv int64 // scope_set_version
+	ssv  int64 // scope_set_version
 
 	// schema is the installed manifest (nil before the first connect); only
 	// Sync replaces it, under schemaMu, so Sync reads it without locking.
