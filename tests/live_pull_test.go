@@ -161,6 +161,17 @@ func TestLivePull(t *testing.T) {
 		t.Fatalf("wait_ms -1: %d %s", r.Status, r.Raw)
 	}
 
+	// A scope offered in scope_updates.add that the client leaves unrequested
+	// is nothing new: the pull waits for a change.
+	only := l.livePull(t, "u1", map[string]any{"user:u1": cursors["user:u1"]}, 60000)
+	l.waitWaiting(t, 1)
+	l.d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('d-u1b', 'u1', 'again')`)
+	a := requireOK(t, "a waiting pull of one scope", answered(t, "a pull of one scope", only))
+	if got := strings.Join(changesOf(a), ","); got != "docs/upsert/d-u1b" || !strings.Contains(mustMarshal(t, a["scope_updates"]), "templates_public") {
+		t.Fatalf("a waiting pull of user:u1 alone answered %s", mustMarshal(t, a))
+	}
+	cursors["user:u1"] = cursorsOf(a)["user:u1"]
+
 	// A scope assignment change answers a waiting pull with the change.
 	p1 = l.livePull(t, "u1", cursors, 60000)
 	l.waitWaiting(t, 1)

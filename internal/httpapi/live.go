@@ -27,8 +27,9 @@ func (s *Sync) pullWait(waitMs *int64) (time.Duration, *apiError) {
 }
 
 // livePull answers a pull that may wait up to wait for a change of scopes (a
-// live pull): it pulls, and while the answer has nothing for the client (no
-// change, no scope to rebuild, add or remove, nothing more) it waits, holding
+// live pull): it pulls, and while the answer has nothing new for the client
+// (quiet: no change, no scope to rebuild or remove, nothing more, the same
+// scopes to add as the first answer offered) it waits, holding
 // no database connection and none of the user's requests in flight, until a
 // materialization commits a change of one of the scopes (or the stream, the
 // scope assignment or the registry changes: every waiter is woken), then pulls
@@ -55,10 +56,18 @@ func (s *Sync) livePull(ctx context.Context, user string, scopes []string, wait 
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	slot := slotOf(ctx)
-	for {
+	var offered string // the first answer's scopes to add
+	for n := 0; ; n++ {
 		out, e := pull()
-		if e != nil || !nothingNew(out) {
+		if e != nil {
 			return out, e
+		}
+		add, isQuiet := quiet(out)
+		if n == 0 {
+			offered = add
+		}
+		if !isQuiet || add != offered {
+			return out, nil
 		}
 		slot.pause()
 		select {
@@ -76,20 +85,21 @@ func (s *Sync) livePull(ctx context.Context, user string, scopes []string, wait 
 	}
 }
 
-// nothingNew reports whether a pull answer has nothing for the client: no
-// change, no scope to rebuild, add or remove, and no further page.
-func nothingNew(answer json.RawMessage) bool {
+// quiet reports whether a pull answer has no change, no scope to rebuild or
+// remove and no further page, and returns its scopes to add (as JSON text: a
+// client may leave an offered scope unrequested, which alone is nothing new).
+func quiet(answer json.RawMessage) (add string, ok bool) {
 	var a struct {
 		Changes      []json.RawMessage `json:"changes"`
 		Rebuild      []json.RawMessage `json:"rebuild"`
 		HasMore      bool              `json:"has_more"`
 		ScopeUpdates struct {
-			Add    []json.RawMessage `json:"add"`
+			Add    json.RawMessage   `json:"add"`
 			Remove []json.RawMessage `json:"remove"`
 		} `json:"scope_updates"`
 	}
 	if json.Unmarshal(answer, &a) != nil {
-		return false
+		return "", false
 	}
-	return len(a.Changes) == 0 && len(a.Rebuild) == 0 && !a.HasMore && len(a.ScopeUpdates.Add) == 0 && len(a.ScopeUpdates.Remove) == 0
+	return string(a.ScopeUpdates.Add), len(a.Changes) == 0 && len(a.Rebuild) == 0 && !a.HasMore && len(a.ScopeUpdates.Remove) == 0
 }
