@@ -37,7 +37,7 @@ func newLiveEnv(t *testing.T) *liveEnv {
 	l.stop = cancel
 	l.syncEnv = newSyncEnv(t, "", func(s *httpapi.Sync) {
 		l.pool = s.Pool
-		l.hub = live.NewHub(s.Pool.Config().ConnConfig, 1000, 16, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		l.hub = live.NewHub(s.Pool, 1000, 16, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.Live, s.MaxPullWait = l.hub, time.Minute
 		go l.hub.Run(ctx)
 	})

@@ -190,7 +190,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	// the sync pool); it stops with the signal, answering them.
 	var hub *live.Hub
 	if *maxPullWait > 0 {
-		hub = live.NewHub(servicePool.Config().ConnConfig, *maxWaitingPulls, *maxUserWaitingPulls, log)
+		hub = live.NewHub(servicePool, *maxWaitingPulls, *maxUserWaitingPulls, log)
 		go hub.Run(ctx)
 		m.WatchWaitingPulls(hub.Waiting)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Channel is the notification channel materialization sends on.
@@ -20,6 +21,7 @@ var ErrFull = errors.New("live: too many waiting pulls")
 // Hub wakes the waiters of the scopes each notification names.
 type Hub struct {
 	conn    *pgx.ConnConfig
+	setup   func(context.Context, *pgx.Conn) error
 	log     *slog.Logger
 	max     int // waiters in all
 	maxUser int // waiters of one user
@@ -41,10 +43,12 @@ type Waiter struct {
 	scopes []string
 }
 
-// NewHub is a Hub that listens over a connection of conn (a copy is taken)
-// and admits at most max waiters, at most maxUser of them one user's.
-func NewHub(conn *pgx.ConnConfig, max, maxUser int, log *slog.Logger) *Hub {
-	return &Hub{conn: conn.Copy(), log: log, max: max, maxUser: maxUser,
+// NewHub is a Hub that listens over a connection opened as pool's are (its
+// connection configuration and AfterConnect, so with the same role), not
+// taken from pool, and admits at most max waiters, at most maxUser of them
+// one user's.
+func NewHub(pool *pgxpool.Pool, max, maxUser int, log *slog.Logger) *Hub {
+	return &Hub{conn: pool.Config().ConnConfig.Copy(), setup: pool.Config().AfterConnect, log: log, max: max, maxUser: maxUser,
 		byScope: map[string]map[*Waiter]struct{}{}, every: map[*Waiter]struct{}{}, perUser: map[string]int{}, stopped: make(chan struct{})}
 }
 
@@ -176,6 +180,11 @@ func (h *Hub) listen(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if h.setup != nil {
+		if err := h.setup(ctx, conn); err != nil {
+			return err
+		}
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return err
 	}

@@ -7,16 +7,17 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func newTestHub(t *testing.T, max, maxUser int) *Hub {
 	t.Helper()
-	cfg, err := pgx.ParseConfig("postgres://nobody@127.0.0.1:1/none")
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewHub(cfg, max, maxUser, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(pool.Close)
+	return NewHub(pool, max, maxUser, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func signalled(w *Waiter) bool {
