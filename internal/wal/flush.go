@@ -10,12 +10,7 @@ import (
 )
 
 // flushIfDue hands the buffered transactions to materialization when the batch
-// is full, or when no batch is being materialized and either the stream went
-// quiet (no WAL for quietGap: the server sent all it had) or the oldest
-// transaction has waited BatchMaxDelay (WAL kept trickling in). So a
-// transaction committed on an idle stream is materialized at once, and
-// batches grow only while a materialization is in flight or while WAL arrives
-// without a pause. A full batch, or
+// is full or its oldest transaction has waited BatchMaxDelay. A full batch, or
 // one received without a keepalive since its first transaction (the server had
 // WAL to send all along), means a backlog: it is materialized while the next
 // one is received, and the next one is flushed when it is full or this one is
@@ -28,7 +23,7 @@ func (s *stream) flushIfDue(ctx context.Context) error {
 	}
 	cfg := s.w.cfg
 	full := len(s.batch) >= cfg.BatchMaxTxns || s.events >= cfg.BatchMaxEvents
-	if full || (s.inflight == nil && (s.quiet || time.Since(s.oldest) >= cfg.BatchMaxDelay)) {
+	if full || (s.inflight == nil && time.Since(s.oldest) >= cfg.BatchMaxDelay) {
 		behind := full || s.keepalive.Before(s.oldest)
 		return s.flush(ctx, behind)
 	}
@@ -38,11 +33,6 @@ func (s *stream) flushIfDue(ctx context.Context) error {
 // inflightPoll is how often the receive loop looks for the end of the batch
 // being materialized while no WAL arrives.
 const inflightPoll = 2 * time.Millisecond
-
-// quietGap is how long the receive loop waits for more WAL before it takes a
-// buffered batch as complete: a server with a backlog sends without pauses
-// this long, one that caught up sends a keepalive and waits.
-const quietGap = time.Millisecond
 
 // inflight is a batch whose materialization runs while the stream receives the
 // next one. Everything else (hooks, acknowledgement, quarantine) stays on the

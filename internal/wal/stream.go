@@ -28,10 +28,6 @@ type stream struct {
 	batch  []*capture.Txn
 	events int       // row events in batch
 	oldest time.Time // when the first transaction of the batch arrived
-	// quiet is set when a receive waited quietGap (or the in-flight poll)
-	// without WAL arriving, and cleared when WAL arrives: the batch holds
-	// every transaction the server had to send (flushIfDue).
-	quiet bool
 
 	// prep prepares batches in commit order; inflight is the batch being
 	// materialized while the next one is received (nil when none).
@@ -115,7 +111,7 @@ func (s *stream) run(ctx context.Context) error {
 		}
 		wait := time.Second
 		if len(s.batch) > 0 {
-			wait = min(quietGap, max(time.Millisecond, w.cfg.BatchMaxDelay-time.Since(s.oldest)))
+			wait = max(time.Millisecond, w.cfg.BatchMaxDelay-time.Since(s.oldest))
 		}
 		if s.inflight != nil {
 			wait = min(wait, inflightPoll)
@@ -129,7 +125,6 @@ func (s *stream) run(ctx context.Context) error {
 		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
-				s.quiet = true
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -166,7 +161,6 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 				return err
 			}
 			s.lastData = time.Now()
-			s.quiet = false
 			s.idleTarget = 0 // data arrived: this is no idle stream
 			txn, err := s.asm.Feed(xld.WALData)
 			if errors.Is(err, capture.ErrSpill) {
