@@ -132,10 +132,10 @@ func TestCrashWindows(t *testing.T) {
 			d.Exec(t, crashSetup)
 			cfg := workerConfig(d, "crashing")
 			if tc.midBatch {
-				cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 1000
+				cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 2*time.Second, -1, 1000
 			}
 			if tc.pipelined {
-				cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 3
+				cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 2*time.Second, -1, 3
 			}
 			var armed, fired atomic.Bool
 			atCrash := make(chan progressSnapshot, 1)

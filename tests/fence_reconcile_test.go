@@ -169,7 +169,7 @@ func requireQuarantined(t *testing.T, tc fenceCase) (*testdb.DB, committed) {
 	bad := commitTxn(t, d, tc.poison)
 	later := commitTxn(t, d, `INSERT INTO app.other VALUES (2, 'SECRET-123')`)
 	if tc.batched {
-		cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 1000
+		cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 2*time.Second, -1, 1000
 		startWorker(t, d, cfg)
 	}
 	waitFor(t, "the poison transaction quarantined or materialized", 30*time.Second, func() (bool, error) {

@@ -582,7 +582,7 @@ func TestMaterializePartialImages(t *testing.T) {
 	} {
 		commitTxn(t, d, sql)
 	}
-	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
+	cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 500*time.Millisecond, -1, 1000
 	startWorker(t, d, cfg)
 	waitMaterialized(t, d)
 	if n := queryInt(t, d, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger WHERE commit_lsn > $1::pg_lsn`, batchFrom); n != 1 {
@@ -707,7 +707,7 @@ func TestMaterializeSpilledTransaction(t *testing.T) {
 		UPDATE app.big SET body = repeat('m', 8000) WHERE id = 3; UPDATE app.big SET v = 'b' WHERE id = 3;
 		UPDATE app.big SET v = 'b' WHERE id = 0`)
 	after := commitTxn(t, d, `UPDATE app.big SET v = 'd' WHERE id = 1; UPDATE app.big SET v = 'c' WHERE id = 3`)
-	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
+	cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 500*time.Millisecond, -1, 1000
 	logs := logTo(&cfg)
 	cfg.Metrics = metrics.New(d.Pool)
 	srv := httptest.NewServer(cfg.Metrics.Handler())
@@ -1210,7 +1210,7 @@ func materializeInOneBatch(t *testing.T, d *testdb.DB, first *runningWorker, wor
 	before := queryText(t, d, `SELECT coalesce(max(commit_lsn), '0/0')::text FROM synchro.txn_ledger`)
 	commitEach(t, d, workload)
 	cfg := workerConfig(d, "wb")
-	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 500*time.Millisecond, 1000
+	cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 500*time.Millisecond, -1, 1000
 	startWorker(t, d, cfg)
 	waitMaterialized(t, d)
 	if n := queryInt(t, d, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger WHERE commit_lsn > $1::pg_lsn`, before); n != 1 {

@@ -375,7 +375,7 @@ func TestPoisonInBatch(t *testing.T) {
 				}
 				txns = append(txns, commitTxn(t, d, fmt.Sprintf(`INSERT INTO app.r VALUES (%d, '%s'); INSERT INTO app.other VALUES (%d, 'x')`, i, title, i)))
 			}
-			cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, tc.batch
+			cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 2*time.Second, -1, tc.batch
 			startWorker(t, d, cfg)
 			waitPoison(t, d)
 			waitBlocked(t, d, cfg.WorkerID, 200*time.Millisecond)

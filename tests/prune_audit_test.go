@@ -273,7 +273,7 @@ func TestPruneAuditCrashWindows(t *testing.T) {
 			cfg := workerConfig(d, "pruning")
 			cfg.HistoryRetention, cfg.PruneInterval = time.Microsecond, 5*time.Millisecond
 			if tc.pipelined {
-				cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 3
+				cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 2*time.Second, -1, 3
 			}
 			bg := startBackgroundPruner(t, d, 1)
 

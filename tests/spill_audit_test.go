@@ -302,9 +302,9 @@ func batchConfig(cfg *wal.Config, mode spillMode) {
 	case spillBatch:
 		// Long enough for the WAL sender to deliver the whole backlog on a
 		// loaded host: a batch split early holds fewer spilled transactions.
-		cfg.BatchMaxDelay, cfg.BatchMaxTxns = 3*time.Second, 1000
+		cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 3*time.Second, -1, 1000
 	case spillPipelined:
-		cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 3
+		cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 2*time.Second, -1, 3
 	}
 }
 
@@ -914,7 +914,7 @@ func TestSpillAuditReleasesFiles(t *testing.T) {
 	requireSpillClosedNow(t, p)
 
 	write(1000)
-	cfg.BatchMaxDelay, cfg.BatchMaxTxns = 2*time.Second, 4
+	cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 2*time.Second, -1, 4
 	w = startWorker(t, d, cfg)
 	waitMaterialized(t, d)
 	requireSpilled(t, p, 4)

@@ -213,3 +213,21 @@ func createWriteMany(t *testing.T, d *testdb.DB, value string) {
 			END LOOP;
 		END $$`)
 }
+
+// TestAdaptiveBatchingIdleCommit: on an idle stream a commit is materialized
+// as soon as the stream goes quiet, not after the batch delay (here far longer
+// than the wait allows).
+func TestAdaptiveBatchingIdleCommit(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	ownedDocs(t, d)
+	cfg := workerConfig(d, "w1")
+	cfg.BatchMaxDelay = time.Hour
+	startStreaming(t, d, cfg)
+	for i := range 3 {
+		d.Exec(t, `INSERT INTO app.docs VALUES ($1, 'u1')`, i)
+		waitFor(t, "the commit materialized", 30*time.Second, func() (bool, error) {
+			return queryInt(t, d, `SELECT count(*) FROM synchro.effect`) == int64(i+1), nil
+		})
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/synchro-sync/synchro/internal/wal"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,45 +287,80 @@ func rawDecode(ctx context.Context, url, slot, publication, target string) (int6
 // The load runs latencyWarmup longer than seconds: the transactions committed in
 // that first stretch meet a cold worker session (every statement of the
 // materialization is planned on first use) and are reported apart as the
-// cold start, so that p50 and p99 describe the sustained load.
+// cold start, so that p50 and p99 describe the sustained load. It measures
+// adaptive batching (the default: a batch goes when the stream is quiet for
+// 1 ms or after 10 ms) beside a fixed 10 ms batch delay (the rule before it),
+// each in a database of its own under the same load.
 func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row, error) {
-	url, pool, drop, err := benchDB(ctx, adminURL, "bench_latency")
+	adaptive, err := latencyOf(ctx, adminURL, pgbin, seconds, wal.DefaultBatchQuietGap)
 	if err != nil {
 		return nil, err
 	}
+	fixed, err := latencyOf(ctx, adminURL, pgbin, seconds, -1)
+	if err != nil {
+		return nil, err
+	}
+	const base = "fixed 10 ms batch delay, same load"
+	return []row{
+		{Name: fmt.Sprintf("offered load (pgbench --rate %d)", latencyRate), Value: adaptive.tps, Unit: "tx/s", Baseline: "rate asked", BaseVal: latencyRate},
+		{Name: "commit-to-materialized p50", Value: adaptive.p50, Unit: "ms", Baseline: base, BaseVal: fixed.p50},
+		{Name: "commit-to-materialized p99", Value: adaptive.p99, Unit: "ms", Baseline: base, BaseVal: fixed.p99, Target: "< 100"},
+		{Name: "writers' tx latency avg (pgbench)", Value: adaptive.txLatency, Unit: "ms", Baseline: base, BaseVal: fixed.txLatency},
+		{Name: fmt.Sprintf("commit-to-materialized p99, first %s (cold worker)", latencyWarmup), Value: adaptive.coldP99, Unit: "ms",
+			Baseline: base, BaseVal: fixed.coldP99},
+	}, nil
+}
+
+// latencyRate is the load latencyRun offers, in transactions a second.
+const latencyRate = 2000
+
+// latencies is one latencyOf run.
+type latencies struct {
+	tps, txLatency, p50, p99, coldP99 float64
+}
+
+// latencyOf is one latencyRun measure with the worker's batch quiet gap set
+// to quietGap (negative: none, every batch waits the batch delay).
+func latencyOf(ctx context.Context, adminURL, pgbin string, seconds int, quietGap time.Duration) (latencies, error) {
+	var out latencies
+	url, pool, drop, err := benchDB(ctx, adminURL, "bench_latency")
+	if err != nil {
+		return out, err
+	}
 	defer drop()
-	stop := startWorker(url, pool)
+	cfg := workerConfig(url)
+	cfg.BatchQuietGap = quietGap
+	stop := startWorkerConfig(cfg, pool)
 	defer stop()
 	if err := waitFor(ctx, pool, `SELECT EXISTS (SELECT FROM synchro.progress)`); err != nil {
-		return nil, err
+		return out, err
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan []progressSample, 1)
 	go func() { watched <- watchProgress(wctx, pool, 10*time.Millisecond) }()
-	const rate = 2000
 	offered := seconds + int(latencyWarmup.Seconds())
-	progress("latency: offering %d tx/s for %ds (the first %s a warm-up)", rate, offered, latencyWarmup)
-	tps, txLatency, err := pgbench(ctx, pgbin, url, insertScript(1, "bench.items"), offered, "--rate", strconv.Itoa(rate))
+	progress("latency: offering %d tx/s for %ds (the first %s a warm-up), batch quiet gap %s (negative: none)", latencyRate, offered, latencyWarmup, quietGap)
+	out.tps, out.txLatency, err = pgbench(ctx, pgbin, url, insertScript(1, "bench.items"), offered, "--rate", strconv.Itoa(latencyRate))
 	if err != nil {
 		stopWatch()
-		return nil, err
+		return out, err
 	}
 	var target string
 	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&target); err != nil {
 		stopWatch()
-		return nil, err
+		return out, err
 	}
 	err = waitFor(ctx, pool, `SELECT processed_end_lsn >= $1::pg_lsn FROM synchro.progress`, target)
 	stopWatch()
 	samples := <-watched
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	rows, err := pool.Query(ctx, `SELECT commit_lsn::text, commit_time,
 			commit_time < min(commit_time) OVER () + $1::interval
 		FROM synchro.txn_ledger WHERE applied_count > 0`, latencyWarmup.String())
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	var lat, cold []time.Duration
 	for rows.Next() {
@@ -332,15 +368,15 @@ func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row
 		var committed time.Time
 		var warmup bool
 		if err := rows.Scan(&lsnText, &committed, &warmup); err != nil {
-			return nil, err
+			return out, err
 		}
 		lsn, err := pglogrepl.ParseLSN(lsnText)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		i := sort.Search(len(samples), func(i int) bool { return samples[i].lsn >= lsn })
 		if i == len(samples) {
-			return nil, fmt.Errorf("transaction %s was never seen materialized", lsnText)
+			return out, fmt.Errorf("transaction %s was never seen materialized", lsnText)
 		}
 		if warmup {
 			cold = append(cold, samples[i].at.Sub(committed))
@@ -349,17 +385,11 @@ func latencyRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return out, err
 	}
-	p50, p99 := percentiles(lat)
-	_, coldP99 := percentiles(cold)
-	return []row{
-		{Name: fmt.Sprintf("offered load (pgbench --rate %d)", rate), Value: tps, Unit: "tx/s", Baseline: "rate asked", BaseVal: rate},
-		{Name: "commit-to-materialized p50", Value: p50, Unit: "ms", Baseline: "pgbench tx latency avg", BaseVal: txLatency},
-		{Name: "commit-to-materialized p99", Value: p99, Unit: "ms", Baseline: "pgbench tx latency avg", BaseVal: txLatency, Target: "< 100"},
-		{Name: fmt.Sprintf("commit-to-materialized p99, first %s (cold worker)", latencyWarmup), Value: coldP99, Unit: "ms",
-			Baseline: "pgbench tx latency avg", BaseVal: txLatency},
-	}, nil
+	out.p50, out.p99 = percentiles(lat)
+	_, out.coldP99 = percentiles(cold)
+	return out, nil
 }
 
 // latencyWarmup is the first stretch of the offered load, reported apart.

@@ -236,9 +236,15 @@ func workerConfig(url string) wal.Config {
 
 // startWorker runs a worker until the returned stop is called.
 func startWorker(url string, pool *pgxpool.Pool) func() {
+	return startWorkerConfig(workerConfig(url), pool)
+}
+
+// startWorkerConfig runs a worker of configuration cfg until the returned stop
+// is called.
+func startWorkerConfig(cfg wal.Config, pool *pgxpool.Pool) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = wal.New(workerConfig(url), pool).Run(ctx); close(done) }()
+	go func() { _ = wal.New(cfg, pool).Run(ctx); close(done) }()
 	return func() { cancel(); <-done }
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -50,7 +51,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	maxHeartbeatAge := fs.Duration("max-heartbeat-age", 10*time.Second, "readiness: oldest fresh worker heartbeat (env SYNCHRO_MAX_HEARTBEAT_AGE)")
 	maxWALLag := fs.Int64("max-wal-lag-bytes", 1<<30, "readiness: largest WAL lag of the slot in bytes (env SYNCHRO_MAX_WAL_LAG_BYTES)")
 	maxCommitLag := fs.Duration("max-commit-lag", 60*time.Second, "readiness: largest capture commit lag (env SYNCHRO_MAX_COMMIT_LAG)")
-	batchDelay := fs.Duration("capture-batch-delay", wal.DefaultBatchMaxDelay, "longest a captured transaction waits for its materialization batch (env SYNCHRO_CAPTURE_BATCH_DELAY)")
+	batchDelay := fs.Duration("capture-batch-delay", wal.DefaultBatchMaxDelay, "longest a captured transaction waits for its materialization batch while WAL keeps arriving (env SYNCHRO_CAPTURE_BATCH_DELAY)")
+	quietGap := fs.Duration("capture-batch-quiet-gap", wal.DefaultBatchQuietGap, "a batch is materialized once the stream sent no WAL for this long (and none is in flight); 0: batches always wait --capture-batch-delay (env SYNCHRO_CAPTURE_BATCH_QUIET_GAP)")
 	batchTxns := fs.Int("capture-batch-txns", 2000, "most transactions per materialization batch (env SYNCHRO_CAPTURE_BATCH_TXNS)")
 	batchEvents := fs.Int("capture-batch-events", 10000, "most row events per materialization batch (env SYNCHRO_CAPTURE_BATCH_EVENTS)")
 	spillBytes := fs.Int64("capture-spill-bytes", wal.DefaultSpillBytes, "row data of one source transaction the worker holds in memory; the rest waits in a temporary file (env SYNCHRO_CAPTURE_SPILL_BYTES)")
@@ -112,8 +114,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if *pushTimeout < *pushLockTimeout || *maxBytesInFlight < limits.MaxBodyBytes {
 		return fmt.Errorf("--push-timeout must be at least --push-lock-timeout and --max-body-bytes-in-flight at least --max-body-bytes")
 	}
-	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 {
-		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive")
+	if *batchDelay <= 0 || *batchTxns <= 0 || *batchEvents <= 0 || *quietGap < 0 {
+		return fmt.Errorf("--capture-batch-delay, --capture-batch-txns and --capture-batch-events must be positive, --capture-batch-quiet-gap not negative")
 	}
 	if *maxPullWait < 0 || *maxWaitingPulls <= 0 || *maxUserWaitingPulls <= 0 {
 		return fmt.Errorf("--max-pull-wait must not be negative, --max-waiting-pulls and --max-user-waiting-pulls positive")
@@ -175,7 +177,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		w := wal.New(wal.Config{
 			DatabaseURL: common.DatabaseURL, Slot: common.Slot, Publication: common.Publication,
 			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log, Metrics: m,
-			BatchMaxDelay: *batchDelay, BatchMaxTxns: *batchTxns, BatchMaxEvents: *batchEvents,
+			BatchMaxDelay: *batchDelay, BatchQuietGap: cmp.Or(*quietGap, -1), BatchMaxTxns: *batchTxns, BatchMaxEvents: *batchEvents,
 			SpillBytes: *spillBytes, SpillDir: *spillDir, HistoryRetention: *historyRetention,
 		}, workerPool)
 		go func() { workerDone <- w.Run(ctx) }()

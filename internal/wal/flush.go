@@ -9,30 +9,48 @@ import (
 	"github.com/synchro-sync/synchro/internal/db"
 )
 
-// flushIfDue hands the buffered transactions to materialization when the batch
-// is full or its oldest transaction has waited BatchMaxDelay. A full batch, or
-// one received without a keepalive since its first transaction (the server had
-// WAL to send all along), means a backlog: it is materialized while the next
-// one is received, and the next one is flushed when it is full or this one is
-// done. A batch due by time at a live rate is materialized before receiving
-// goes on: that keeps the worker's share of the machine, and so the writers'
-// commit latency and the capture latency, lower.
+// flushIfDue hands the buffered transactions to materialization: a full batch
+// at once (after the one in flight), any other once no batch is in flight and
+// either the stream went quiet (no WAL for BatchQuietGap: an idle worker
+// materializes a transaction as soon as it arrives, and batches grow only
+// while a materialization runs or WAL keeps arriving) or its oldest
+// transaction has waited BatchMaxDelay. A full batch, or one received without
+// a keepalive since its first transaction (the server had WAL to send all
+// along), means a backlog: it is materialized while the next one is received,
+// and the next one is flushed when it is full or this one is done. A batch at
+// a live rate is materialized before receiving goes on: that keeps the
+// worker's share of the machine, and so the writers' commit latency and the
+// capture latency, lower.
 func (s *stream) flushIfDue(ctx context.Context) error {
 	if len(s.batch) == 0 {
 		return nil
 	}
 	cfg := s.w.cfg
 	full := len(s.batch) >= cfg.BatchMaxTxns || s.events >= cfg.BatchMaxEvents
-	if full || (s.inflight == nil && time.Since(s.oldest) >= cfg.BatchMaxDelay) {
-		behind := full || s.keepalive.Before(s.oldest)
-		return s.flush(ctx, behind)
+	quiet := cfg.BatchQuietGap > 0 && time.Since(s.lastData) >= cfg.BatchQuietGap
+	if !full && (s.inflight != nil || !quiet && time.Since(s.oldest) < cfg.BatchMaxDelay) {
+		return nil
 	}
-	return nil
+	behind := full || s.keepalive.Before(s.oldest)
+	return s.flush(ctx, behind, behind)
 }
 
-// inflightPoll is how often the receive loop looks for the end of the batch
-// being materialized while no WAL arrives.
-const inflightPoll = 2 * time.Millisecond
+// inflightPoll is how long the receive loop waits at most while a batch is
+// materialized (its end wakes the loop sooner: wake).
+const inflightPoll = 50 * time.Millisecond
+
+// wake ends the receive loop's wait for WAL, so that it completes the batch
+// that was in flight and flushes the next one at once. The loop looks at the
+// batch in flight again after it set its wait (inflightDone), so a wake that
+// comes before that is not lost.
+func (s *stream) wake() {
+	_ = s.conn.Conn().SetReadDeadline(time.Now())
+}
+
+// inflightDone reports whether the batch in flight has finished.
+func (s *stream) inflightDone() bool {
+	return s.inflight != nil && len(s.inflight.done) > 0
+}
 
 // inflight is a batch whose materialization runs while the stream receives the
 // next one. Everything else (hooks, acknowledgement, quarantine) stays on the
@@ -41,6 +59,7 @@ type inflight struct {
 	txns []*capture.Txn
 	capture.Batch
 	pipelined bool      // materialized while the stream receives the next batch
+	behind    bool      // part of a backlog (catch-up progress)
 	started   time.Time // flush began
 	prepped   time.Time // prepared
 	done      chan matResult
@@ -56,12 +75,13 @@ type matResult struct {
 
 // flush prepares the buffered transactions (capture.Preparer), then, once the batch before them is
 // materialized and acknowledged, starts materializing them in commit order, and
-// unless pipelined waits for that too. A transaction that cannot be prepared or
+// unless pipelined waits for that too; a pipelined materialization ends the
+// receive loop's wait when it is done (wake). A transaction that cannot be prepared or
 // materialized is quarantined after every transaction before it was
 // materialized and acknowledged.
-func (s *stream) flush(ctx context.Context, pipelined bool) error {
+func (s *stream) flush(ctx context.Context, pipelined, behind bool) error {
 	w := s.w
-	b := &inflight{txns: s.batch, pipelined: pipelined, started: time.Now(), done: make(chan matResult, 1)}
+	b := &inflight{txns: s.batch, pipelined: pipelined, behind: behind, started: time.Now(), done: make(chan matResult, 1)}
 	s.batch, s.events = nil, 0
 	started := false // from then on complete or abandon releases the batch
 	defer func() {
@@ -100,6 +120,9 @@ func (s *stream) flush(ctx context.Context, pipelined bool) error {
 		began := time.Now()
 		n, failed, err := s.mat.Materialize(ctx, b.Txns)
 		b.done <- matResult{n: n, failed: failed, err: err, began: began, finished: time.Now()}
+		if pipelined {
+			s.wake()
+		}
 	}()
 	if !pipelined {
 		return s.drain(ctx)
@@ -172,7 +195,7 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 		rows += len(t.Events)
 	}
 	w.cfg.Metrics.ObserveBatch(r.n, rows, time.Since(b.started))
-	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", r.n, "pipelined", b.pipelined,
+	w.cfg.Log.Debug("batch materialized", "worker", w.cfg.WorkerID, "transactions", r.n, "pipelined", b.pipelined, "behind", b.behind,
 		"prepare", b.prepped.Sub(b.started), "queued", r.began.Sub(b.prepped), "materialize", r.finished.Sub(r.began),
 		"acknowledge", time.Since(ackAt))
 	if r.n > 0 {
@@ -198,13 +221,13 @@ func (s *stream) complete(ctx context.Context, r matResult) error {
 }
 
 // reportCatchUp logs a backlog's progress: every ProgressInterval while
-// batches are materialized behind the WAL (pipelined), with the transactions
+// batches are materialized behind the WAL, with the transactions
 // materialized since the last line, their rate, the position reached and how
 // far the server's WAL is ahead of it; and once, when a live batch follows a
 // backlog that was reported, how long catching up took.
 func (s *stream) reportCatchUp(ctx context.Context, b *inflight, n int) error {
 	w, c, now := s.w, &s.catchUp, time.Now()
-	if !b.pipelined {
+	if !b.behind {
 		if !c.logged.IsZero() {
 			w.cfg.Log.Info("capture caught up", "worker", w.cfg.WorkerID, "transactions", c.txns+n,
 				"duration", now.Sub(c.since).Round(time.Millisecond))
@@ -235,8 +258,8 @@ func (s *stream) reportCatchUp(ctx context.Context, b *inflight, n int) error {
 	return nil
 }
 
-// catchUp is a backlog being drained (batches materialized while the next is
-// received), for the progress log.
+// catchUp is a backlog being drained (batches received behind the WAL), for
+// the progress log.
 type catchUp struct {
 	since   time.Time // the backlog's first batch began
 	txns    int       // transactions materialized since

@@ -19,7 +19,7 @@ func (s *stream) decodeFailure(ctx context.Context, err error) error {
 	}
 	// Transactions completed before it are materialized first.
 	if len(s.batch) > 0 {
-		if ferr := s.flush(ctx, false); ferr != nil {
+		if ferr := s.flush(ctx, false, false); ferr != nil {
 			return ferr
 		}
 	}

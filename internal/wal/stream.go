@@ -110,14 +110,20 @@ func (s *stream) run(ctx context.Context) error {
 			}
 		}
 		wait := time.Second
-		if len(s.batch) > 0 {
+		switch {
+		case s.inflight != nil:
+			wait = inflightPoll // no batch goes before it ends, which wakes the wait
+		case len(s.batch) > 0:
 			wait = max(time.Millisecond, w.cfg.BatchMaxDelay-time.Since(s.oldest))
-		}
-		if s.inflight != nil {
-			wait = min(wait, inflightPoll)
+			if w.cfg.BatchQuietGap > 0 {
+				wait = min(wait, w.cfg.BatchQuietGap)
+			}
 		}
 		if err := s.conn.Conn().SetReadDeadline(time.Now().Add(wait)); err != nil {
 			return err
+		}
+		if s.inflightDone() {
+			continue // done before the wait was set: its wake was overwritten
 		}
 		if err := ctx.Err(); err != nil {
 			return err // ended before the deadline was set: the wait would not see it
@@ -183,7 +189,7 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 				if s.w.isBarrier(txn) {
 					// Nothing after the barrier belongs to the stage: it is
 					// materialized now, and the catch-up ends (complete).
-					return s.flush(ctx, false)
+					return s.flush(ctx, false, false)
 				}
 			}
 		}
