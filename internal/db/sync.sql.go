@@ -30,7 +30,7 @@ func (q *Queries) Connect(ctx context.Context, arg ConnectParams) ([]byte, error
 }
 
 const pull = `-- name: Pull :one
-SELECT synchro.pull($1::text, $2::jsonb, $3::integer, $4::bigint)::jsonb AS response
+SELECT synchro.pull($1::text, $2::jsonb, $3::integer, $4::bigint)::json AS response
 `
 
 type PullParams struct {
@@ -70,7 +70,7 @@ func (q *Queries) Push(ctx context.Context, arg PushParams) ([]byte, error) {
 }
 
 const rebuild = `-- name: Rebuild :one
-SELECT synchro.rebuild($1::text, $2::jsonb, $3::integer, $4::bigint)::jsonb AS response
+SELECT synchro.rebuild($1::text, $2::jsonb, $3::integer, $4::bigint)::json AS response
 `
 
 type RebuildParams struct {

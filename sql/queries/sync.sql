@@ -9,10 +9,10 @@ SELECT synchro.connect(@user_id::text, @request::jsonb)::jsonb AS response;
 SELECT synchro.push(@user_id::text, @request::jsonb, @row_bytes::bigint)::jsonb AS response;
 
 -- name: Pull :one
-SELECT synchro.pull(@user_id::text, @request::jsonb, @page_limit::integer, @page_bytes::bigint)::jsonb AS response;
+SELECT synchro.pull(@user_id::text, @request::jsonb, @page_limit::integer, @page_bytes::bigint)::json AS response;
 
 -- name: Rebuild :one
-SELECT synchro.rebuild(@user_id::text, @request::jsonb, @page_limit::integer, @page_bytes::bigint)::jsonb AS response;
+SELECT synchro.rebuild(@user_id::text, @request::jsonb, @page_limit::integer, @page_bytes::bigint)::json AS response;
 
 -- name: SyncSchema :one
 SELECT synchro.sync_schema()::jsonb AS response;

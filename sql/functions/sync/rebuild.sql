@@ -14,10 +14,12 @@
 -- scope, another stream generation, another client, the scope assigned again
 -- since the session started, or a session begun before the scope's floor,
 -- synchro.scope_floor) is refused; the client restarts with cursor null.
--- The capture gate runs first.
+-- The capture gate runs first. The page is built as json text, each row image
+-- rendered once (docs/decisions.md, "Pages as json text").
 DROP FUNCTION IF EXISTS synchro.rebuild(text, jsonb, integer);
-CREATE OR REPLACE FUNCTION synchro.rebuild(user_id text, request jsonb, page_limit integer, page_bytes bigint)
-RETURNS jsonb
+DROP FUNCTION IF EXISTS synchro.rebuild(text, jsonb, integer, bigint);
+CREATE FUNCTION synchro.rebuild(user_id text, request jsonb, page_limit integer, page_bytes bigint)
+RETURNS json
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -30,7 +32,7 @@ DECLARE
     h pg_lsn;
     after_table integer := -1;
     after_key text := '';
-    records jsonb;
+    records json;
     fetched integer;
     served integer;
     last_table integer;
@@ -57,9 +59,9 @@ BEGIN
     END IF;
 
     WITH page AS (
-        SELECT m.table_id, m.key, v.version, v.image, v.checksum
+        SELECT m.table_id, m.key, v.version, v.img, v.checksum
         FROM synchro.membership m
-        JOIN LATERAL (SELECT v.version, v.image, v.checksum FROM synchro.row_version v
+        JOIN LATERAL (SELECT v.version, v.image::text AS img, v.checksum FROM synchro.row_version v
                       WHERE v.table_id = m.table_id AND v.key = m.key AND v.commit_lsn <= h AND v.stream_generation = p.stream_generation
                       ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1) v ON true
         WHERE m.stream_generation = p.stream_generation AND m.scope = target
@@ -68,24 +70,24 @@ BEGIN
         ORDER BY m.table_id, m.key
         LIMIT page_limit + 1),
     sized AS (
-        SELECT page.*, row_number() OVER o AS n, sum(octet_length(page.image::text)) OVER o AS upto
+        SELECT page.*, row_number() OVER o AS n, sum(octet_length(page.img)) OVER o AS upto
         FROM page WINDOW o AS (ORDER BY page.table_id, page.key))
     SELECT count(*), count(*) FILTER (WHERE x.served),
-           coalesce(jsonb_agg(jsonb_build_object('table', t.name, 'pk', synchro.wire_pk(r.key_column, r.key_type, x.key),
-                                                 'row', x.image, 'server_version', x.version, 'row_checksum', x.checksum)
-                              ORDER BY x.table_id, x.key) FILTER (WHERE x.served), '[]'),
-           (array_agg(x.table_id ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.served))[1],
-           (array_agg(x.key ORDER BY x.table_id DESC, x.key DESC) FILTER (WHERE x.served))[1]
+           coalesce(json_agg(json_build_object('table', t.name, 'pk', synchro.wire_pk(r.key_column, r.key_type, x.key),
+                                               'row', x.img::json, 'server_version', x.version, 'row_checksum', x.checksum)
+                             ORDER BY x.n) FILTER (WHERE x.served), '[]'),
+           (array_agg(x.table_id ORDER BY x.n DESC) FILTER (WHERE x.served))[1],
+           (array_agg(x.key ORDER BY x.n DESC) FILTER (WHERE x.served))[1]
     INTO fetched, served, records, last_table, last_key
     FROM (SELECT sized.*, sized.n <= page_limit AND (sized.n = 1 OR sized.upto <= page_bytes) AS served FROM sized) x
     JOIN synchro.synced_table t ON t.table_id = x.table_id
     JOIN synchro.relation r ON r.relation_id = t.relation_id;
 
     IF fetched > served THEN
-        RETURN jsonb_build_object('scope', target, 'records', records, 'has_more', true,
+        RETURN json_build_object('scope', target, 'records', records, 'has_more', true,
             'cursor', synchro.scope_token('r', p.stream_generation, c, target, ARRAY[h::text, last_table::text, last_key]));
     END IF;
-    RETURN jsonb_build_object('scope', target, 'records', records, 'has_more', false, 'cursor', NULL,
+    RETURN json_build_object('scope', target, 'records', records, 'has_more', false, 'cursor', NULL,
         'final_scope_cursor', synchro.scope_cursor(p.stream_generation, c, target, h, 2147483647, 2147483647),
         'checksum', synchro.scope_checksum(p.stream_generation, target, h));
 END
