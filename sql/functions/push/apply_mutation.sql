@@ -199,7 +199,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'SYPOL';
         END IF;
         IF after IS NULL THEN
-            scopes := ARRAY(SELECT synchro.scopes_of(t.scope_rule, key_text, before, true));
+            scopes := ARRAY(SELECT s FROM synchro.scopes_of(t.scope_rule, key_text, before, true) s);
         END IF;
         -- A registered policy may allow a write that leaves (or stays) outside
         -- the user's scopes: the row and its version go back only when it is in one.

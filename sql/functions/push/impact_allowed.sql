@@ -33,11 +33,11 @@ BEGIN
         keys := synchro.impacted_rows(s.table_id, t, key, old_image, new_image);
         CONTINUE WHEN cardinality(keys) = 0;
         PERFORM set_config('synchro.live_before', '', true);
-        now_scopes := (SELECT jsonb_object_agg(l.key, ARRAY(SELECT synchro.scopes_of(s.scope_rule, l.key, l.image, true)))
+        now_scopes := (SELECT jsonb_object_agg(l.key, ARRAY(SELECT sc FROM synchro.scopes_of(s.scope_rule, l.key, l.image, true) sc))
                        FROM synchro.live_rows(s.relation_id, NULL, keys) l);
         PERFORM set_config('synchro.live_before',
                            jsonb_build_object('relation_id', t.relation_id, 'key', key, 'image', old_image)::text, true);
-        then_scopes := (SELECT jsonb_object_agg(l.key, ARRAY(SELECT synchro.scopes_of(s.scope_rule, l.key, l.image, true)))
+        then_scopes := (SELECT jsonb_object_agg(l.key, ARRAY(SELECT sc FROM synchro.scopes_of(s.scope_rule, l.key, l.image, true) sc))
                         FROM synchro.live_rows(s.relation_id, NULL, keys) l);
         FOREACH k IN ARRAY keys LOOP
             CONTINUE WHEN NOT EXISTS (SELECT FROM jsonb_array_elements_text(coalesce(now_scopes -> k, '[]')) g

@@ -31,7 +31,7 @@ BEGIN
         RETURN coalesce(allowed, false);
     END IF;
     IF image IS NOT NULL THEN
-        scopes := ARRAY(SELECT synchro.scopes_of(t.scope_rule, key, image, true));
+        scopes := ARRAY(SELECT s FROM synchro.scopes_of(t.scope_rule, key, image, true) s);
         IF NOT (scopes && assigned OR (op = 'insert' AND cardinality(scopes) = 0)) THEN
             RETURN false;
         END IF;
