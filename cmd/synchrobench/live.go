@@ -55,6 +55,10 @@ func liveRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 	if err := srv.waitWaiting(ctx, 1000); err != nil {
 		return nil, err
 	}
+	before, err := srv.batchStats(ctx)
+	if err != nil {
+		return nil, err
+	}
 	progress("live: 1000 clients wait; writing %d tx/s into random users' scopes for %ds", writeRate, seconds)
 	var ids []int64
 	tick := time.NewTicker(time.Second / writeRate)
@@ -80,6 +84,11 @@ func liveRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 		return nil, err
 	}
 	p50, p99 := percentiles(pullers.latencies())
+	after, err := srv.batchStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	batches := max(after.batches-before.batches, 1)
 	var m50, m99 float64
 	if err := pool.QueryRow(ctx, `
 		SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)
@@ -90,7 +99,10 @@ func liveRun(ctx context.Context, adminURL string, seconds int) ([]row, error) {
 	}
 	rows = append(rows,
 		row{Name: "live commit-to-client p50", Value: p50, Unit: "ms", Baseline: "commit-to-materialization-start p50", BaseVal: m50, Target: "<= 15"},
-		row{Name: "live commit-to-client p99", Value: p99, Unit: "ms", Baseline: "commit-to-materialization-start p99", BaseVal: m99, Target: "<= 60"})
+		row{Name: "live commit-to-client p99", Value: p99, Unit: "ms", Baseline: "commit-to-materialization-start p99", BaseVal: m99, Target: "<= 60"},
+		row{Name: "live: worker batch duration, mean (prepare, materialize, acknowledge)", Value: (after.seconds - before.seconds) * 1000 / batches,
+			Unit: "ms", Baseline: "live commit-to-client p50", BaseVal: p50},
+		row{Name: "live: transactions per worker batch, mean", Value: (after.txns - before.txns) / batches, Unit: "tx"})
 
 	for _, n := range []int{1000, 10000} {
 		if n > 1000 {
@@ -243,32 +255,60 @@ func (p *livePullers) loop(ctx context.Context, user, cursor string) {
 // waitWaiting waits until synchrod reports n pulls waiting (its
 // synchro_waiting_pulls metric).
 func (s *syncServer) waitWaiting(ctx context.Context, n int) error {
-	re := regexp.MustCompile(`(?m)^synchro_waiting_pulls (\d+)`)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/metrics", nil)
+		got, err := s.metric(ctx, "synchro_waiting_pulls")
 		if err != nil {
 			return err
 		}
-		resp, err := s.http.Do(req)
-		if err != nil {
-			return err
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		if m := re.FindSubmatch(body); m != nil {
-			if got, _ := strconv.Atoi(string(m[1])); got >= n {
-				return nil
-			}
+		if got >= float64(n) {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("fewer than %d pulls wait after 2 minutes", n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// metric reads one unlabelled sample (a gauge, or a histogram's _sum or
+// _count) from synchrod's /metrics; 0 when it is not exported yet.
+func (s *syncServer) metric(ctx context.Context, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0, nil
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+// batchStats is the sum and count of synchrod's batch duration histogram and
+// the sum of its transactions-per-batch histogram.
+type batchStats struct{ seconds, batches, txns float64 }
+
+func (s *syncServer) batchStats(ctx context.Context) (batchStats, error) {
+	var b batchStats
+	for name, dst := range map[string]*float64{"synchro_batch_duration_seconds_sum": &b.seconds,
+		"synchro_batch_duration_seconds_count": &b.batches, "synchro_batch_transactions_sum": &b.txns} {
+		v, err := s.metric(ctx, name)
+		if err != nil {
+			return b, err
+		}
+		*dst = v
+	}
+	return b, nil
 }
 
 // synchrodConns is how many backends serve the bench database besides the
