@@ -54,23 +54,9 @@ func TestWireTypeErrorCallsPortableTypeOncePerColumn(t *testing.T) {
 	d := testdb.New(t)
 	d.Exec(t, `CREATE SCHEMA app; CREATE TABLE app.typed (id text PRIMARY KEY, a text, b integer, c timestamptz, e boolean)`)
 	ctx := context.Background()
-	// A session of its own: function statistics not yet flushed are shown for
-	// the whole session, not just its current transaction.
-	conn, err := pgx.Connect(ctx, d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx := countingCalls(t, d.URL)
 	var problem *string
 	var calls int64
-	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
-		t.Fatal(err)
-	}
 	if err := tx.QueryRow(ctx, `SELECT synchro.wire_type_error('app.typed'::regclass,
 		'{"id": "x", "a": "y", "b": 1, "c": "2026-12-02T00:00:00Z", "e": true}')`).Scan(&problem); err != nil {
 		t.Fatal(err)
@@ -99,19 +85,7 @@ func TestPushEvaluatesScopeRulesInline(t *testing.T) {
 	e := newSyncEnv(t, "")
 	e.connect(t, "u1", "c1")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, e.d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
-		t.Fatal(err)
-	}
+	tx := countingCalls(t, e.d.URL)
 	var resp string
 	if err := tx.QueryRow(ctx, `SELECT synchro.push('u1', $1::jsonb, 8388608)::text`,
 		`{"client_id":"c1","mutations":[
@@ -131,4 +105,26 @@ func TestPushEvaluatesScopeRulesInline(t *testing.T) {
 	if calls != 0 {
 		t.Fatalf("synchro.scopes_of ran as a function %d times in a push of 3 mutations, want it inlined (0)", calls)
 	}
+}
+
+// countingCalls opens a transaction in a session of its own that counts the
+// calls of every function (track_functions = all), rolled back at the test's
+// end. A session of its own: function statistics not yet flushed are shown for
+// the whole session, not just its current transaction.
+func countingCalls(t *testing.T, url string) pgx.Tx {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
