@@ -18,6 +18,7 @@ import (
 
 	"github.com/synchro-sync/synchro/internal/httpapi"
 	"github.com/synchro-sync/synchro/internal/live"
+	"github.com/synchro-sync/synchro/internal/reset"
 )
 
 // liveEnv is a sync environment whose server runs a live hub (stopped by
@@ -263,5 +264,38 @@ func TestClientLive(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Live did not end with its context")
+	}
+}
+
+// TestLivePullAcrossStreamReset: a pull waiting while a stream reset activates
+// a new stream generation is woken by the activation and answers as an
+// ordinary pull with its cursors does: every scope in rebuild, no change.
+func TestLivePullAcrossStreamReset(t *testing.T) {
+	l := newLiveEnv(t)
+	dropResetSlots(t, l.syncEnv)
+	r := l.follow(t, "u1")
+	oldGen := queryText(t, l.d, `SELECT stream_generation::text FROM synchro.progress`)
+	p := l.livePull(t, "u1", r.cursors, 60000)
+	l.waitWaiting(t, 1)
+
+	res, err := reset.Run(context.Background(), resetConfig(l.d, true))
+	if err != nil || res.Phase != "activated" {
+		t.Fatalf("reset: %v (phase %s)", err, res.Phase)
+	}
+	woken := requireOK(t, "a pull waiting across the reset", answered(t, "after the reset's activation", p))
+	if gen := queryText(t, l.d, `SELECT stream_generation::text FROM synchro.progress`); gen == oldGen {
+		t.Fatal("the stream generation did not change")
+	}
+	ordinary := requireOK(t, "an ordinary pull at the same cursors", l.post(t, "u1", "/sync/pull",
+		map[string]any{"client_id": "c-u1", "scopes": map[string]any{
+			"user:u1": map[string]any{"cursor": r.cursors["user:u1"]}, "templates_public": map[string]any{"cursor": r.cursors["templates_public"]}},
+			"limit": 100}))
+	for what, body := range map[string]map[string]any{"the woken pull": woken, "the ordinary pull": ordinary} {
+		if got := mustMarshal(t, body["rebuild"]); got != `["templates_public","user:u1"]` {
+			t.Fatalf("%s answered rebuild %s, want both scopes", what, got)
+		}
+		if n := len(body["changes"].([]any)); n != 0 {
+			t.Fatalf("%s answered %d changes across the reset", what, n)
+		}
 	}
 }
