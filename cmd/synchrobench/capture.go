@@ -71,12 +71,15 @@ func insertScript(width int, table string) string {
 
 // captureRun writes a backlog with pgbench while the worker is stopped, then
 // measures how fast the worker materializes it and how fast a bare reader decodes it.
-func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int) ([]row, error) {
+// The worker runs with the batch quiet gap quietGap (negative: none, every
+// batch waits the batch delay). It returns the rows and the capture rate in
+// transactions a second.
+func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int, quietGap time.Duration) ([]row, float64, error) {
 	name := fmt.Sprintf("bench_capture_%d", width)
 	rawSlot := "raw_" + name
 	url, pool, drop, err := benchDB(ctx, adminURL, name)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer drop()
 	// Baseline first, while no decoder reads the WAL. Its slot, of a
@@ -84,52 +87,54 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	// decodes unfenced INSERTs: what the fences' WAL costs the WAL sender.
 	plainSlot := "raw_plain_" + name
 	if _, err := pool.Exec(ctx, `CREATE PUBLICATION bench_plain FOR TABLE bench.plain_items`); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, plainSlot); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	progress("%d-row: pgbench writing an unregistered table for %ds (baseline)", width, seconds)
 	plainTPS, _, err := pgbench(ctx, pgbin, url, insertScript(width, "bench.plain_items"), seconds)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var plainEnd string
 	if err := pool.QueryRow(ctx, `SELECT pg_logical_emit_message(true, 'synchrobench', 'end')::text`).Scan(&plainEnd); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	plainRawTxns, _, plainRawDur, err := rawDecode(ctx, url, plainSlot, "bench_plain", plainEnd)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, plainSlot); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// Start the stream (creates the slot), then stop the worker so WAL accumulates.
-	stop := startWorker(url, pool)
+	cfg := workerConfig(url)
+	cfg.BatchQuietGap = quietGap
+	stop := startWorkerConfig(cfg, pool)
 	if err := waitFor(ctx, pool, `SELECT EXISTS (SELECT FROM synchro.progress)`); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	stop()
 	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, rawSlot); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	progress("%d-row: pgbench writing for %ds", width, seconds)
 	tps, _, err := pgbench(ctx, pgbin, url, insertScript(width, "bench.items"), seconds)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	var txns int64
 	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xid) FROM synchro.fence`).Scan(&txns); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// A transaction of its own ends the backlog, so that the raw read ends on a
 	// transaction whatever the server writes to the WAL after the load (a
 	// checkpoint, autovacuum): no transaction would end at the flush position.
 	var target string
 	if err := pool.QueryRow(ctx, `SELECT pg_logical_emit_message(true, 'synchrobench', 'end')::text`).Scan(&target); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	progress("%d-row: %d transactions written; raw decode", width, txns)
@@ -137,13 +142,13 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	rawTxns, lastEnd, rawDur, err := rawDecode(ctx, url, rawSlot, "synchro", target)
 	rawUse := rawCPU()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	progress("%d-row: raw decode %d tx in %s; materializing", width, rawTxns, rawDur.Round(time.Millisecond))
 	cpu := cpuWindow(ctx, pool, name)
 	t0 := time.Now()
-	stop = startWorker(url, pool)
+	stop = startWorkerConfig(cfg, pool)
 	// The progress row, not a count over the ledger: the wait must not load the
 	// database it measures.
 	err = waitFor(ctx, pool, `SELECT coalesce(materialized_end_lsn >= $1::pg_lsn, false) FROM synchro.progress`, lastEnd.String())
@@ -152,10 +157,10 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 	use := cpu()
 	progress("%d-row: materialized in %s", width, dur.Round(time.Millisecond))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, rawSlot); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	capTPS := float64(txns) / dur.Seconds()
 	rawTPS := float64(rawTxns) / rawDur.Seconds()
@@ -175,7 +180,32 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int)
 		{Name: fmt.Sprintf("raw pgoutput decode, %d-row tx of fenced rows", width), Value: rawTPS * float64(width), Unit: "rows/s",
 			Baseline: "unfenced INSERTs", BaseVal: float64(plainRawTxns) * float64(width) / plainRawDur.Seconds()},
 	}
-	return append(rows, cpuRows(width, use, rawUse, txns*int64(width), targetRate)...), nil
+	return append(rows, cpuRows(width, use, rawUse, txns*int64(width), targetRate)...), capTPS, nil
+}
+
+// captureRuns measures capture of 1-row and of 10-row transactions, then
+// capture of 1-row transactions again with batching fixed (every batch waits
+// the batch delay), the baseline of adaptive batching on a backlog.
+func captureRuns(ctx context.Context, adminURL, pgbin string, seconds int) ([]row, error) {
+	var rows []row
+	var adaptive float64
+	for _, width := range []int{1, 10} {
+		r, rate, err := captureRun(ctx, adminURL, pgbin, width, seconds, wal.DefaultBatchQuietGap)
+		if err != nil {
+			return nil, fmt.Errorf("%d-row transactions: %w", width, err)
+		}
+		if width == 1 {
+			adaptive = rate
+		}
+		rows = append(rows, r...)
+	}
+	progress("1-row again, batching fixed")
+	_, fixed, err := captureRun(ctx, adminURL, pgbin, 1, seconds, -1)
+	if err != nil {
+		return nil, fmt.Errorf("1-row transactions, batching fixed: %w", err)
+	}
+	return append(rows, row{Name: "capture throughput, 1-row tx, adaptive batching", Value: adaptive, Unit: "tx/s",
+		Baseline: "fixed 10 ms batch delay, own backlog", BaseVal: fixed}), nil
 }
 
 // cpuRows reports where the capture's CPU time went, per captured row, beside

@@ -70,13 +70,10 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 	}
 	var rows []row
 	if only == "" || only == "capture" || only == "latency" {
-		for _, width := range []int{1, 10} {
-			if only == "latency" {
-				break
-			}
-			r, err := captureRun(ctx, adminURL, pgbin, width, seconds)
+		if only != "latency" {
+			r, err := captureRuns(ctx, adminURL, pgbin, seconds)
 			if err != nil {
-				return fmt.Errorf("%d-row transactions: %w", width, err)
+				return err
 			}
 			rows = append(rows, r...)
 		}
