@@ -36,7 +36,7 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
-	only := flag.String("only", "", "run only the capture (or only its latency, or only its rate for writes to relations rules read), the sync, the live (change to client), the SDK, the stream reset or the projection bootstrap measures: capture, latency, reads, sync, live, sdk, reset, bootstrap")
+	only := flag.String("only", "", "run only the capture (or only its latency, or only its rate for writes to relations rules read), the fence cost, the sync, the live (change to client), the SDK, the stream reset or the projection bootstrap measures: capture, latency, reads, fence, sync, live, sdk, reset, bootstrap")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker and the reset and bootstrap coordinators) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -80,6 +80,13 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 		r, err := latencyRun(ctx, adminURL, pgbin, seconds)
 		if err != nil {
 			return fmt.Errorf("latency: %w", err)
+		}
+		rows = append(rows, r...)
+	}
+	if only == "" || only == "fence" {
+		r, err := fenceRun(ctx, adminURL, pgbin, seconds)
+		if err != nil {
+			return fmt.Errorf("fence: %w", err)
 		}
 		rows = append(rows, r...)
 	}

@@ -2,8 +2,10 @@
 -- load_order.txt): nothing in the synchro schema is executable by PUBLIC.
 -- Operator functions and views belong to synchro_operator; the HTTP service
 -- role (synchro_service) gets only what its entry points grant it. Fence and
--- guard triggers fire regardless of EXECUTE.
+-- guard triggers fire regardless of EXECUTE, also the generated ones of schema
+-- synchro_capture (synchro.install_capture_functions revokes on each it makes).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA synchro FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA synchro_capture FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION synchro.retry_poison(bigint) TO synchro_operator;
 GRANT SELECT ON synchro.poison TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.stream_status() TO synchro_operator;

@@ -123,7 +123,9 @@ BEGIN
     -- partition, and the partition guard on every partition (row triggers are
     -- cloned; truncate and partition guards are installed by
     -- synchro.guard_partitions); enabled means fires in ordinary sessions (O or
-    -- A). The fence carries the registered identity.
+    -- A). The fence's arguments carry the registered identity; the key guard
+    -- and the fence run the relation's generated functions, which must be what
+    -- this bundle's generators make of the registry now.
     trig AS (
         SELECT r.relation_id, format('%I.%I', r.schema_name, r.relation_name) AS rel,
                CASE WHEN NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = r.relation_oid) THEN 'relation is missing'
@@ -139,19 +141,22 @@ BEGIN
                          SELECT t.relid, t.level FROM synchro.partition_tree(r.relation_oid) t) pt
                    JOIN pg_class pc ON pc.oid = pt.relid
                    JOIN pg_namespace pn ON pn.oid = pc.relnamespace
-                   CROSS JOIN (VALUES ('synchro_key_guard', 'key_guard', 27::int2,
-                                       ARRAY[r.key_column::text, CASE WHEN rc.relkind = 'p' THEN 'partitioned' ELSE '' END], false),
-                                      ('synchro_fence', 'fence', 29::int2,
+                   CROSS JOIN (VALUES ('synchro_key_guard', 'synchro_capture', 'key_guard_' || r.relation_id, 27::int2,
+                                       ARRAY[r.key_column::text, CASE WHEN rc.relkind = 'p' THEN 'partitioned' ELSE '' END], false,
+                                       gen.key_guard),
+                                      ('synchro_fence', 'synchro_capture', 'fence_' || r.relation_id, 29::int2,
                                        ARRAY[r.relation_id::text, r.registration_kind, r.schema_name::text, r.relation_name::text,
-                                             r.relation_oid::text, r.key_column::text, coalesce(st.table_id::text, '')], false),
-                                      ('synchro_truncate_guard', 'truncate_guard', 34::int2, ARRAY[]::text[], false),
-                                      ('synchro_partition_guard', 'partition_guard', 30::int2, ARRAY[]::text[], true))
-                        e(name, func, tgtype, args, partitions_only)
+                                             r.relation_oid::text, r.key_column::text, coalesce(st.table_id::text, '')], false,
+                                       gen.fence),
+                                      ('synchro_truncate_guard', 'synchro', 'truncate_guard', 34::int2, ARRAY[]::text[], false, NULL),
+                                      ('synchro_partition_guard', 'synchro', 'partition_guard', 30::int2, ARRAY[]::text[], true, NULL))
+                        e(name, schema, func, tgtype, args, partitions_only, source)
                    LEFT JOIN pg_trigger t ON t.tgrelid = pt.relid AND t.tgname = e.name
                    LEFT JOIN pg_proc pr ON pr.oid = t.tgfoid
                    LEFT JOIN pg_namespace prn ON prn.oid = pr.pronamespace
                    WHERE (pt.level > 0 OR NOT e.partitions_only)
-                     AND (t.tgenabled IN ('O', 'A') AND prn.nspname = 'synchro' AND pr.proname = e.func
+                     AND (t.tgenabled IN ('O', 'A') AND prn.nspname = e.schema AND pr.proname = e.func
+                          AND (e.source IS NULL OR pr.prosrc = e.source)
                           AND t.tgtype = e.tgtype AND t.tgnargs = cardinality(e.args)
                           AND t.tgargs = (SELECT coalesce(string_agg(convert_to(a, getdatabaseencoding()) || '\x00'::bytea, ''::bytea ORDER BY i), ''::bytea)
                                           FROM unnest(e.args) WITH ORDINALITY x(a, i))) IS NOT TRUE
@@ -161,6 +166,8 @@ BEGIN
         FROM synchro.relation r
         LEFT JOIN synchro.synced_table st ON st.relation_id = r.relation_id
         LEFT JOIN pg_class rc ON rc.oid = r.relation_oid
+        CROSS JOIN LATERAL (SELECT synchro.fence_source(r.relation_id) AS fence,
+                                   synchro.key_guard_source(r.relation_id) AS key_guard) gen
     ),
     pub AS (
         SELECT p.oid AS pub_oid, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, p.pubviaroot

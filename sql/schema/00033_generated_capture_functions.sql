@@ -1,18 +1,92 @@
--- synchro.fence: AFTER INSERT/UPDATE/DELETE row trigger of every registered
--- relation; arguments fixed at registration: relation_id, registration_kind,
--- schema, name, OID, key column, table_id ('' for a capture dependency).
--- For each row operation that occurs it rejects a write into an unrecorded or
--- unlogged partition (55000), a key change or a row written frozen (0A000) and a
--- key over synchro.max_key_bytes (54000); locks the row's identity reservation
--- (synchro.row_head) and checks that the fences of one row fire in the order of
--- its operations (27000; docs/decisions.md, "Fence order check"); allocates an
--- opaque version and a fence_id, increments the transaction's registered-DML
--- ordinal (synchro.dml_ordinal; a value that is not a count above the row's
--- previous one fails with 22023), records the fence (bound to the push mutation
--- of synchro.client_id / synchro.mutation_id, pending for that client until
--- materialized) and emits one transactional logical message "synchro.fence"
--- (docs/change-stream.md, "Write fences and opaque row versions").
--- It creates no pull-visible effect.
+-- +goose Up
+-- Generated capture functions (docs/decisions.md, "Generated capture
+-- functions"): the key guard and the fence of each registered relation run a
+-- function of their own, synchro_capture.key_guard_<relation_id> and
+-- synchro_capture.fence_<relation_id>, which the function bundle generates
+-- with the registered identity compiled in (synchro.install_capture_functions),
+-- instead of the generic synchro.key_guard() and synchro.fence(), which read
+-- their trigger's arguments at every row. This converts the relations
+-- registered before: each trigger running a generic function (and its clones
+-- on partitions) runs a copy of it, under the relation's generated name, with
+-- the same arguments; the function bundle installed next (synchroctl migrate
+-- installs it in the same run) replaces the copies with the generated
+-- functions and drops the generic ones. A trigger keeps its firing state
+-- (ENABLE ALWAYS, or disabled: readiness reports that). A trigger running a
+-- generic function on a relation that is not registered fails the migration.
+-- Down returns every such trigger to the generic function (as the bundle
+-- before this migration had it) and drops the schema.
+CREATE SCHEMA synchro_capture;
+REVOKE ALL ON SCHEMA synchro_capture FROM PUBLIC;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    t record;
+    fn text;
+    restore text[];
+    stmt text;
+    path text := current_setting('search_path');
+BEGIN
+    -- pg_get_triggerdef then qualifies every name.
+    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    FOR t IN SELECT tg.oid, tg.tgname, tg.tgrelid, p.proname, p.prosrc, p.prosecdef, r.relation_id,
+                    pg_get_triggerdef(tg.oid) AS def
+             FROM pg_trigger tg
+             JOIN pg_proc p ON p.oid = tg.tgfoid
+             LEFT JOIN synchro.relation r ON r.relation_oid = tg.tgrelid
+             WHERE tg.tgparentid = 0
+               AND p.oid IN (to_regprocedure('synchro.fence()'), to_regprocedure('synchro.key_guard()'))
+             ORDER BY tg.tgrelid, tg.tgname
+    LOOP
+        IF t.relation_id IS NULL THEN
+            RAISE EXCEPTION 'synchro: trigger % on % runs synchro.%() but % is not registered; drop the trigger, then migrate',
+                t.tgname, t.tgrelid::regclass, t.proname, t.tgrelid::regclass;
+        END IF;
+        fn := format('synchro_capture.%I', t.proname || '_' || t.relation_id);
+        EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql %s SET search_path = pg_catalog, pg_temp AS %L',
+                       fn, CASE WHEN t.prosecdef THEN 'SECURITY DEFINER' ELSE '' END, t.prosrc);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fn);
+        -- CREATE OR REPLACE TRIGGER replaces the clones on partitions too, and
+        -- makes every one fire on origin: the states are restored after, the
+        -- relation's first (ALTER TABLE recurses to partitions), then each
+        -- clone's.
+        SELECT array_agg(format('ALTER TABLE %s %s TRIGGER %I', tg.tgrelid::regclass,
+                                CASE tg.tgenabled WHEN 'A' THEN 'ENABLE ALWAYS' WHEN 'R' THEN 'ENABLE REPLICA'
+                                                  WHEN 'D' THEN 'DISABLE' ELSE 'ENABLE' END,
+                                tg.tgname)
+                         ORDER BY tg.tgparentid <> 0, tg.tgrelid)
+        INTO restore
+        FROM pg_trigger tg WHERE tg.oid = t.oid OR tg.tgparentid = t.oid;
+        EXECUTE regexp_replace(regexp_replace(t.def, '^CREATE TRIGGER ', 'CREATE OR REPLACE TRIGGER '),
+                               ' EXECUTE FUNCTION synchro\.' || t.proname || '\((.*)\)$', ' EXECUTE FUNCTION ' || fn || '(\1)');
+        FOREACH stmt IN ARRAY restore LOOP
+            EXECUTE stmt;
+        END LOOP;
+    END LOOP;
+    IF EXISTS (SELECT FROM pg_trigger tg
+               WHERE tg.tgfoid IN (to_regprocedure('synchro.fence()'), to_regprocedure('synchro.key_guard()'))) THEN
+        RAISE EXCEPTION 'synchro: a trigger still runs synchro.fence() or synchro.key_guard() after the conversion';
+    END IF;
+    PERFORM set_config('search_path', path, true);
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+-- The generic functions as the function bundle before this migration had them.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION synchro.row_written_frozen(rel oid, t tid)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    RETURN (SELECT v.all_frozen
+            FROM synchro.pg_visibility_map(rel::pg_catalog.regclass,
+                                           ((t::pg_catalog.text)::pg_catalog.point)[0]::pg_catalog.int8) v);
+END
+$$;
+-- +goose StatementEnd
+-- +goose StatementBegin
 CREATE OR REPLACE FUNCTION synchro.fence()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -196,3 +270,81 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- +goose StatementEnd
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION synchro.key_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- A copy of NEW (its tuple, TOAST pointers and all). Rendering a record
+    -- (to_jsonb) detoasts its out-of-line values in place, and NEW returned
+    -- so would be a rebuilt tuple whose large values PostgreSQL stores and
+    -- logs again: a one-word update of a row with a 4 MB value wrote 4 MB of
+    -- WAL. Returned untouched, NEW keeps them where they are.
+    new_row record;
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        new_row := NEW;
+        IF to_jsonb(OLD) -> TG_ARGV[0] IS DISTINCT FROM to_jsonb(new_row) -> TG_ARGV[0] THEN
+            RAISE EXCEPTION 'synchro: primary key change of registered relation %.% is not supported; delete and insert instead',
+                TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
+        IF TG_ARGV[1] = 'partitioned' THEN
+            PERFORM set_config('synchro.updating', TG_RELID::text || ':' || OLD.ctid::text, true);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_ARGV[1] = 'partitioned'
+       AND current_setting('synchro.updating', true) = TG_RELID::text || ':' || OLD.ctid::text THEN
+        RAISE EXCEPTION 'synchro: moving a row of registered relation %.% to another partition changes its key; delete and insert instead',
+            TG_TABLE_SCHEMA, TG_TABLE_NAME
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    RETURN OLD;
+END
+$$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION synchro.row_written_frozen(oid, tid), synchro.fence(), synchro.key_guard() FROM PUBLIC;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    t record;
+    f regprocedure;
+    restore text[];
+    stmt text;
+    path text := current_setting('search_path');
+BEGIN
+    -- pg_get_triggerdef then qualifies every name.
+    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    FOR t IN SELECT tg.oid, tg.tgname, tg.tgrelid, pg_get_triggerdef(tg.oid) AS def
+             FROM pg_trigger tg
+             JOIN pg_proc p ON p.oid = tg.tgfoid
+             WHERE tg.tgparentid = 0 AND p.pronamespace = 'synchro_capture'::regnamespace
+             ORDER BY tg.tgrelid, tg.tgname
+    LOOP
+        SELECT array_agg(format('ALTER TABLE %s %s TRIGGER %I', tg.tgrelid::regclass,
+                                CASE tg.tgenabled WHEN 'A' THEN 'ENABLE ALWAYS' WHEN 'R' THEN 'ENABLE REPLICA'
+                                                  WHEN 'D' THEN 'DISABLE' ELSE 'ENABLE' END,
+                                tg.tgname)
+                         ORDER BY tg.tgparentid <> 0, tg.tgrelid)
+        INTO restore
+        FROM pg_trigger tg WHERE tg.oid = t.oid OR tg.tgparentid = t.oid;
+        EXECUTE regexp_replace(regexp_replace(t.def, '^CREATE TRIGGER ', 'CREATE OR REPLACE TRIGGER '),
+                               ' EXECUTE FUNCTION synchro_capture\.(fence|key_guard)_[0-9]+\((.*)\)$', ' EXECUTE FUNCTION synchro.\1(\2)');
+        FOREACH stmt IN ARRAY restore LOOP
+            EXECUTE stmt;
+        END LOOP;
+    END LOOP;
+    -- Without CASCADE: a trigger still running one fails the rollback.
+    FOR f IN SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'synchro_capture'::regnamespace LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+    PERFORM set_config('search_path', path, true);
+END
+$$;
+-- +goose StatementEnd
+DROP SCHEMA synchro_capture;
