@@ -184,13 +184,15 @@ BEGIN
                nullif(current_setting('synchro.mutation_id', true), '')
         FROM h)
     SELECT h.reserved INTO reserved FROM h;
-    IF reserved IS NULL
-       AND (SELECT h.fence_xid = xid AND coalesce(h.fence_ordinal, 0) >= ordinal FROM synchro.row_head h WHERE h.relation_id = @RID@ AND h.key = key_text) THEN
-        RAISE EXCEPTION 'synchro: the setting synchro.dml_ordinal was set back in this transaction, below the ordinal of an earlier fence of a row of %.%; only Synchro''s fence may set it',
-            TG_TABLE_SCHEMA, TG_TABLE_NAME
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- The failure paths below query; the common path evaluates only simple
+    -- expressions (an IF whose condition holds a query runs it through the
+    -- executor at every row, even when the query is not reached).
     IF reserved IS NULL THEN
+        IF (SELECT h.fence_xid = xid AND coalesce(h.fence_ordinal, 0) >= ordinal FROM synchro.row_head h WHERE h.relation_id = @RID@ AND h.key = key_text) THEN
+            RAISE EXCEPTION 'synchro: the setting synchro.dml_ordinal was set back in this transaction, below the ordinal of an earlier fence of a row of %.%; only Synchro''s fence may set it',
+                TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
         -- A table rewrite earlier in the transaction (which wrote the relation's
         -- pg_class row) moved the row, so its position no longer matches the one
         -- its previous fence recorded: say so, since that is the likelier cause.
