@@ -17,14 +17,16 @@ type fenceWorkload struct {
 // wideColumns is the number of columns of the wide-row tables (key included).
 const wideColumns = 30
 
+// fenceRounds is the number of alternations of each pair of the fence group.
+const fenceRounds = 3
+
 // fenceRun measures what the fence costs an application's writes: pgbench
 // (2 clients) writing a registered table against writing an identical
 // unregistered one, for 1-row and 10-row INSERT transactions, for 1-row and
 // 10-row UPDATE transactions of existing rows (each client updates rows of
 // its own key range, so that the clients never wait on each other's row
 // locks), and for 1-row and 10-row INSERT transactions of 30-column rows. No
-// worker and no slot run: the rows measure the write alone. Each pair runs
-// plain first, then fenced.
+// worker and no slot run: the rows measure the write alone.
 func fenceRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row, error) {
 	url, pool, drop, err := benchDB(ctx, adminURL, "bench_fence")
 	if err != nil {
@@ -78,16 +80,29 @@ func fenceRun(ctx context.Context, adminURL, pgbin string, seconds int) ([]row, 
 				return tx(width, "INSERT INTO bench."+table+"wide VALUES (nextval('bench.seq'), "+wideValues+");\n")
 			}})
 	}
+	// The host is shared: each pair alternates in fenceRounds rounds (plain
+	// first, then fenced first, ...), and each rate is the mean of its rounds.
+	per := max(2, seconds/fenceRounds)
 	var rows []row
 	for _, w := range workloads {
-		progress("fence: %s, plain then fenced, %ds each", w.name, seconds)
-		plain, _, err := pgbench(ctx, pgbin, url, w.script("plain_"), seconds)
-		if err != nil {
-			return nil, fmt.Errorf("%s, plain: %w", w.name, err)
-		}
-		fenced, _, err := pgbench(ctx, pgbin, url, w.script(""), seconds)
-		if err != nil {
-			return nil, fmt.Errorf("%s, fenced: %w", w.name, err)
+		progress("fence: %s, plain and fenced alternating, %d rounds of %ds each", w.name, fenceRounds, per)
+		var plain, fenced float64
+		for round := 0; round < fenceRounds; round++ {
+			order := []string{"plain_", ""}
+			if round%2 == 1 {
+				order = []string{"", "plain_"}
+			}
+			for _, table := range order {
+				tps, _, err := pgbench(ctx, pgbin, url, w.script(table), per)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %q: %w", w.name, table, err)
+				}
+				if table == "" {
+					fenced += tps / fenceRounds
+				} else {
+					plain += tps / fenceRounds
+				}
+			}
 		}
 		target := ""
 		if strings.HasSuffix(w.name, "INSERT tx") {

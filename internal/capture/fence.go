@@ -144,8 +144,8 @@ func decodeFence(b []byte) (Fence, error) {
 }
 
 // parseLayout is the fast path for the one layout the fence trigger emits
-// (json_strip_nulls output: compact, members in json_build_object order,
-// strings without escapes, integers). It reports false for anything else,
+// (synchro.fence_source: compact, members in a fixed order; it takes strings
+// without escapes and integers). It reports false for anything else,
 // which then goes through decodeFence. What it accepts, decodeFence decodes to
 // the same Fence (FuzzParseLayout checks this). Only the values are copied out
 // of b, not the whole message, and the registration kind and operation are
