@@ -222,6 +222,8 @@ BEGIN
         END IF;
     END IF;
 
+    -- set_config and pg_logical_emit_message are assigned, not PERFORMed: an
+    -- assignment is a simple expression, PERFORM a query through the executor.
     ordinal_setting := set_config('synchro.dml_ordinal', ordinal::text, true);
     IF push_client IS NOT NULL THEN
         -- The client's pulls wait until materialization reconciles it (synchro.capture_gate).
