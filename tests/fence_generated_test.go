@@ -337,3 +337,33 @@ func TestMigrationConvertsRegistrationsToGeneratedCaptureFunctions(t *testing.T)
 		equalPairs(t, txns[i], []pairView{{"insert", key, 1}, {"update", key, 2}, {"insert", key, 3}, {"delete", key, 4}})
 	}
 }
+
+// TestGeneratedFenceRefusesJSONWithNULInEveryShape: a registered column that
+// can hold json (a json array, a domain over json, a composite with a json
+// attribute: a capture dependency captures columns of any type) is rendered as jsonb by the generated fence, so a json value
+// holding the escape \u0000, which no projection image can hold, fails the
+// write with 22P05 as the generic fence's whole-row rendering made it fail;
+// the same text escaped is accepted. After the column is renamed (relation
+// drift) the fence renders the whole row and still refuses it.
+func TestGeneratedFenceRefusesJSONWithNULInEveryShape(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	d.Exec(t, `CREATE SCHEMA app;
+		CREATE DOMAIN app.doc AS json;
+		CREATE TYPE app.pair AS (n int, js json);
+		CREATE TABLE app.t (id int PRIMARY KEY, arr json[], dom app.doc, comp app.pair, other text);
+		SELECT synchro.register_dependency('app.t')`)
+	for _, tc := range []struct{ name, set string }{
+		{"array", `arr = ARRAY['{"a": "x\u0000y"}'::json]`},
+		{"domain", `dom = '["\u0000"]'`},
+		{"composite", `comp = ROW(1, '"\u0000"')::app.pair`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			requireState(t, d.ExecErr(`INSERT INTO app.t (id) VALUES (1); UPDATE app.t SET `+tc.set+` WHERE id = 1`), "22P05", "Unicode escape")
+			d.Exec(t, `INSERT INTO app.t (id) VALUES (1); UPDATE app.t SET `+strings.ReplaceAll(tc.set, `\u`, `\\u`)+` WHERE id = 1; DELETE FROM app.t`)
+		})
+	}
+	d.Exec(t, `ALTER TABLE app.t RENAME COLUMN dom TO dom2`)
+	requireState(t, d.ExecErr(`INSERT INTO app.t (id, dom2) VALUES (2, '["\u0000"]')`), "22P05", "Unicode escape")
+	d.Exec(t, `INSERT INTO app.t (id, other) VALUES (2, 'x\u0000y')`)
+}
