@@ -496,7 +496,11 @@ func pageBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds
 			}
 		}(i)
 	}
-	var samples []time.Duration
+	// Each page through synchrod, then the same page from synchro.pull called
+	// directly (the database round trip alone), under the same load.
+	var samples, inSQL []time.Duration
+	request := map[string]any{"client_id": "page-client", "scope_set_version": 0,
+		"scopes": map[string]any{"user:" + user: map[string]any{"cursor": measure}}}
 	end := time.Now().Add(time.Duration(seconds) * time.Second)
 	for time.Now().Before(end) {
 		t0 := time.Now()
@@ -512,6 +516,14 @@ func pageBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds
 			return nil, fmt.Errorf("page of %d changes, want %d", len(a.Changes), page)
 		}
 		samples = append(samples, time.Since(t0))
+		t0 = time.Now()
+		var answer []byte
+		if err := pool.QueryRow(ctx, `SELECT synchro.pull($1, $2, $3, 8388608)::text`, user, request, page).Scan(&answer); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		inSQL = append(inSQL, time.Since(t0))
 	}
 	cancel()
 	wg.Wait()
@@ -532,9 +544,12 @@ func pageBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool, seconds
 	}
 	p50, p99 := percentiles(samples)
 	b50, b99 := percentiles(base)
+	s50, s99 := percentiles(inSQL)
 	return []row{
 		{Name: fmt.Sprintf("pull page p50 (%d changes, %d clients polling)", page, pollers), Value: p50, Unit: "ms", Baseline: "bare SELECT page p50", BaseVal: b50},
 		{Name: "pull page p99", Value: p99, Unit: "ms", Baseline: "bare SELECT page p99", BaseVal: b99, Target: "<= 15"},
+		{Name: "pull page in SQL alone p50 (synchro.pull called directly, same load)", Value: s50, Unit: "ms", Baseline: "bare SELECT page p50", BaseVal: b50},
+		{Name: "pull page in SQL alone p99", Value: s99, Unit: "ms", Baseline: "bare SELECT page p99", BaseVal: b99},
 	}, nil
 }
 
@@ -578,6 +593,10 @@ func rebuildBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool) ([]r
 		return nil, err
 	}
 	base := float64(read) / time.Since(t0).Seconds()
+	inSQL, err := rebuildInSQL(ctx, pool, user, "big-client", "user:"+user)
+	if err != nil {
+		return nil, err
+	}
 	floor, err := rebuildFloor(ctx, pool, "user:"+user)
 	if err != nil {
 		return nil, err
@@ -585,9 +604,38 @@ func rebuildBench(ctx context.Context, srv *syncServer, pool *pgxpool.Pool) ([]r
 	return []row{
 		{Name: fmt.Sprintf("rebuild of a %d-row scope (1,000-row pages)", n), Value: rate, Unit: "rows/s",
 			Baseline: "bare SELECT pages", BaseVal: base, Target: ">= 150000"},
+		{Name: "rebuild in SQL alone (synchro.rebuild pages called directly)", Value: inSQL, Unit: "rows/s",
+			Baseline: "bare SELECT pages", BaseVal: base},
 		{Name: "rebuild floor: its membership and version lookups, no rendering", Value: floor, Unit: "rows/s",
 			Baseline: "bare SELECT pages", BaseVal: base},
 	}, nil
+}
+
+// rebuildInSQL pages through a scope with synchro.rebuild called directly, in
+// 1,000-row pages, and returns the rows a second of the database round trips
+// alone (each page is decoded, for its cursor, outside the time).
+func rebuildInSQL(ctx context.Context, pool *pgxpool.Pool, user, client, scope string) (float64, error) {
+	var cursor *string
+	var took time.Duration
+	rows := 0
+	for {
+		t0 := time.Now()
+		var page []byte
+		if err := pool.QueryRow(ctx, `SELECT synchro.rebuild($1, $2, 1000, 8388608)::text`, user,
+			map[string]any{"client_id": client, "scope": scope, "cursor": cursor}).Scan(&page); err != nil {
+			return 0, err
+		}
+		took += time.Since(t0)
+		var a rebuildAnswer
+		if err := json.Unmarshal(page, &a); err != nil {
+			return 0, err
+		}
+		rows += len(a.Records)
+		if !a.HasMore {
+			return float64(rows) / took.Seconds(), nil
+		}
+		cursor = a.Cursor
+	}
 }
 
 // rebuildFloor reads a scope's rows the way synchro.rebuild retrieves them
