@@ -269,7 +269,8 @@ func TestClientLive(t *testing.T) {
 
 // TestLivePullAcrossStreamReset: a pull waiting while a stream reset activates
 // a new stream generation is woken by the activation and answers as an
-// ordinary pull with its cursors does: every scope in rebuild, no change.
+// ordinary pull does then: 503 not_ready (retryable) until the worker streams
+// the new generation, and every scope in rebuild with no change once it does.
 func TestLivePullAcrossStreamReset(t *testing.T) {
 	l := newLiveEnv(t)
 	dropResetSlots(t, l.syncEnv)
@@ -282,15 +283,25 @@ func TestLivePullAcrossStreamReset(t *testing.T) {
 	if err != nil || res.Phase != "activated" {
 		t.Fatalf("reset: %v (phase %s)", err, res.Phase)
 	}
-	woken := requireOK(t, "a pull waiting across the reset", answered(t, "after the reset's activation", p))
+	woken := answered(t, "after the reset's activation", p)
 	if gen := queryText(t, l.d, `SELECT stream_generation::text FROM synchro.progress`); gen == oldGen {
 		t.Fatal("the stream generation did not change")
 	}
-	ordinary := requireOK(t, "an ordinary pull at the same cursors", l.post(t, "u1", "/sync/pull",
-		map[string]any{"client_id": "c-u1", "scopes": map[string]any{
+	answers := map[string]reply{"the woken pull": woken}
+	if woken.Status == 503 && woken.errorCode() == "not_ready" {
+		answers = map[string]reply{}
+	}
+	// An ordinary pull, retried as clients do while it answers not_ready.
+	var ordinary reply
+	waitFor(t, "an ordinary pull past not_ready", 30*time.Second, func() (bool, error) {
+		ordinary = l.post(t, "u1", "/sync/pull", map[string]any{"client_id": "c-u1", "scopes": map[string]any{
 			"user:u1": map[string]any{"cursor": r.cursors["user:u1"]}, "templates_public": map[string]any{"cursor": r.cursors["templates_public"]}},
-			"limit": 100}))
-	for what, body := range map[string]map[string]any{"the woken pull": woken, "the ordinary pull": ordinary} {
+			"limit": 100})
+		return ordinary.Status != 503 || ordinary.errorCode() != "not_ready", nil
+	})
+	answers["an ordinary pull at the same cursors"] = ordinary
+	for what, a := range answers {
+		body := requireOK(t, what, a)
 		if got := mustMarshal(t, body["rebuild"]); got != `["templates_public","user:u1"]` {
 			t.Fatalf("%s answered rebuild %s, want both scopes", what, got)
 		}
