@@ -465,9 +465,19 @@ func TestMaterializationIsDeterministic(t *testing.T) {
 		t.Fatalf("workload materialized %d transactions and %d effects", len(sa["txn_ledger"]), len(sa["effect"]))
 	}
 	requireSameState(t, "one-by-one vs one batch", sa, sb)
-	// Independent oracle: once everything is materialized, the open edges are
-	// the scope rules evaluated over the live tables.
-	live := rowsOf(t, a, `
+	requireOpenEdgesOfLiveRows(t, a)
+	requireEffectVersions(t, a)
+	requireEffectVersions(t, b)
+	requireDigests(t, a)
+	requireDigests(t, b)
+}
+
+// requireOpenEdgesOfLiveRows: an independent oracle for determinismSetup's
+// tables. Once everything is materialized, the open edges are the scope rules
+// evaluated over the live tables.
+func requireOpenEdgesOfLiveRows(t *testing.T, d *testdb.DB) {
+	t.Helper()
+	live := rowsOf(t, d, `
 		SELECT 'user:' || o.user_id, s.table_id, t.id::text FROM app.tasks t
 		JOIN app.projects p ON p.id = t.project_id JOIN app.owners o ON o.id = p.owner_id
 		JOIN synchro.synced_table s ON s.name = 'tasks'
@@ -475,13 +485,66 @@ func TestMaterializationIsDeterministic(t *testing.T) {
 		UNION SELECT 'user:' || m.user_id, s.table_id, f.id::text FROM app.folders f
 		JOIN app.folder_members m ON m.folder_id = f.id JOIN synchro.synced_table s ON s.name = 'folders'
 		ORDER BY 1, 2, 3`)
-	if got := rowsOf(t, a, `SELECT scope, table_id, key FROM synchro.membership WHERE to_lsn IS NULL ORDER BY 1, 2, 3`); !slices.Equal(got, live) {
+	if got := rowsOf(t, d, `SELECT scope, table_id, key FROM synchro.membership WHERE to_lsn IS NULL ORDER BY 1, 2, 3`); !slices.Equal(got, live) {
 		t.Fatalf("open membership\n got %v\nwant %v (rules over live rows)", got, live)
 	}
-	requireEffectVersions(t, a)
-	requireEffectVersions(t, b)
-	requireDigests(t, a)
-	requireDigests(t, b)
+}
+
+// dependencyWorkload is a long run of one-row transactions into relations
+// that rules read (a path rule's parent and grandparent, a members relation),
+// each a segment of its own, between runs of transactions into synced tables
+// only (segments of several transactions), after a setup transaction.
+func dependencyWorkload() []string {
+	w := []string{`INSERT INTO app.owners SELECT 'o' || i, 'u' || i FROM generate_series(1, 4) i;
+		INSERT INTO app.projects SELECT i, 'o' || (1 + i % 4) FROM generate_series(1, 6) i;
+		INSERT INTO app.tasks SELECT i, 1 + i % 6, 'task ' || i FROM generate_series(1, 60) i;
+		INSERT INTO app.docs SELECT 'd' || i, 'doc', 'u' || (1 + i % 3) FROM generate_series(1, 10) i;
+		INSERT INTO app.folders SELECT i, 'f' || i FROM generate_series(1, 5) i;
+		INSERT INTO app.folder_members SELECT i, 1 + i % 5, 'u' || (1 + i % 4) FROM generate_series(1, 10) i`}
+	for i := 1; i <= 30; i++ {
+		w = append(w,
+			fmt.Sprintf(`UPDATE app.projects SET owner_id = 'o%d' WHERE id = %d`, 1+i%4, 1+i%6),
+			fmt.Sprintf(`INSERT INTO app.folder_members VALUES (%d, %d, 'u%d')`, 100+i, 1+i%5, 1+i%7),
+			fmt.Sprintf(`UPDATE app.tasks SET title = 'v%d' WHERE id = %d`, i, 1+i%60),
+			fmt.Sprintf(`UPDATE app.docs SET owner = 'u%d' WHERE id = 'd%d'`, 1+i%5, 1+i%10),
+			fmt.Sprintf(`UPDATE app.owners SET user_id = 'u%d' WHERE id = 'o%d'`, 1+i%6, 1+i%4),
+			fmt.Sprintf(`DELETE FROM app.folder_members WHERE id = %d`, 100+i),
+			fmt.Sprintf(`UPDATE app.tasks SET project_id = %d WHERE id = %d; UPDATE app.projects SET owner_id = 'o%d' WHERE id = %d`,
+				1+i%6, 1+(7*i)%60, 1+(i+1)%4, 1+(i+2)%6),
+			fmt.Sprintf(`UPDATE app.folder_members SET user_id = 'u%d' WHERE id = %d`, 1+i%3, 1+i%10),
+		)
+	}
+	return w
+}
+
+// TestMaterializeDependencyChangesInLargeBatches: a backlog of transactions
+// that change relations rules read, each a segment of its own among segments
+// of several transactions, materializes exactly as it does a transaction at a
+// time, whether it comes in batches of 7 or in one batch (whose segments leave
+// thousands of rows in the scratch tables, so that they are emptied both by
+// DELETE and by TRUNCATE within the batch).
+func TestMaterializeDependencyChangesInLargeBatches(t *testing.T) {
+	t.Parallel()
+	workload := dependencyWorkload()
+	state := func(maxTxns int, wantBatches func(n int64) bool) map[string][]string {
+		d := testdb.New(t)
+		d.Exec(t, determinismSetup)
+		n := materializeInBatches(t, d, startStreaming(t, d, workerConfig(d, "wa")), workload, maxTxns)
+		if !wantBatches(n) {
+			t.Fatalf("%d transactions in batches of at most %d materialized in %d batches", len(workload), maxTxns, n)
+		}
+		requireOpenEdgesOfLiveRows(t, d)
+		requireEffectVersions(t, d)
+		requireDigests(t, d)
+		return materializedState(t, d)
+	}
+	one := state(1, func(n int64) bool { return n == int64(len(workload)) })
+	if len(one["txn_ledger"]) != len(workload) || len(one["effect"]) < len(workload) {
+		t.Fatalf("workload materialized %d transactions and %d effects", len(one["txn_ledger"]), len(one["effect"]))
+	}
+	requireSameState(t, "a transaction at a time vs batches of 7", one,
+		state(7, func(n int64) bool { return n >= int64(len(workload)/7) && n < int64(len(workload)) }))
+	requireSameState(t, "a transaction at a time vs one batch", one, state(1000, func(n int64) bool { return n == 1 }))
 }
 
 // TestWorkerHeartbeat: the worker reports a fresh heartbeat in state streaming
@@ -1204,18 +1267,28 @@ func TestPartialImageWithoutProjectionIsQuarantined(t *testing.T) {
 // materializing transaction did it.
 func materializeInOneBatch(t *testing.T, d *testdb.DB, first *runningWorker, workload []string) {
 	t.Helper()
+	if n := materializeInBatches(t, d, first, workload, 1000); n != 1 {
+		t.Fatalf("the workload materialized in %d batches, want one", n)
+	}
+}
+
+// materializeInBatches stops first, the database's worker, commits each of
+// workload as a transaction of its own, then starts a worker (wb) whose batches
+// hold at most maxTxns transactions and go only when full or after 500 ms (no
+// quiet gap), waits until they are materialized and returns the number of
+// materializing transactions (batches) that did it.
+func materializeInBatches(t *testing.T, d *testdb.DB, first *runningWorker, workload []string, maxTxns int) int64 {
+	t.Helper()
 	if err := first.stop(t); err != nil {
 		t.Fatalf("first worker: %v", err)
 	}
 	before := queryText(t, d, `SELECT coalesce(max(commit_lsn), '0/0')::text FROM synchro.txn_ledger`)
 	commitEach(t, d, workload)
 	cfg := workerConfig(d, "wb")
-	cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 500*time.Millisecond, -1, 1000
+	cfg.BatchMaxDelay, cfg.BatchQuietGap, cfg.BatchMaxTxns = 500*time.Millisecond, -1, maxTxns
 	startWorker(t, d, cfg)
 	waitMaterialized(t, d)
-	if n := queryInt(t, d, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger WHERE commit_lsn > $1::pg_lsn`, before); n != 1 {
-		t.Fatalf("the workload materialized in %d batches, want one", n)
-	}
+	return queryInt(t, d, `SELECT count(DISTINCT xmin::text) FROM synchro.txn_ledger WHERE commit_lsn > $1::pg_lsn`, before)
 }
 
 // newEvent is the one event of a transaction made up by hand (its fence is

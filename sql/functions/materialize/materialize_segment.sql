@@ -13,9 +13,15 @@
 -- net effects are written per scope at (commit_lsn, event_ordinal,
 -- effect_ordinal), in (table_id, typed key, operation) order, with each changed
 -- scope's digest. It reads projections and Synchro's state, never live rows.
+-- The segment's transactions and events are the scratch rows in the tuple
+-- ranges txn_tids and event_tids (first and last ctid) with seq in first_seq ..
+-- last_seq; the other scratch tables must be empty (the caller empties them)
+-- and it returns the number of rows it wrote to them.
 DROP FUNCTION IF EXISTS synchro.materialize_segment(uuid, jsonb);
-CREATE OR REPLACE FUNCTION synchro.materialize_segment(gen uuid, first_seq integer, last_seq integer)
-RETURNS void
+DROP FUNCTION IF EXISTS synchro.materialize_segment(uuid, integer, integer);
+CREATE OR REPLACE FUNCTION synchro.materialize_segment(gen uuid, first_seq integer, last_seq integer, txn_tids tid[],
+                                                       event_tids tid[])
+RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 -- Every statement is driven by the segment's scratch rows and reaches Synchro's
@@ -38,14 +44,11 @@ DECLARE
     repeated boolean;  -- some row changes in more than one of its transactions
     reads boolean;     -- some change is to a relation a scope rule reads
     prev_rows integer;
+    written integer := 0; -- rows written to the scratch tables
+    n integer;
 BEGIN
     -- Rules read this generation's projections (synchro.projection_generation).
     PERFORM set_config('synchro.projection_generation', gen::text, true);
-    DELETE FROM synchro_seg_change;
-    DELETE FROM synchro_seg_impact;
-    DELETE FROM synchro_seg_scope;
-    DELETE FROM synchro_seg_prev;
-    DELETE FROM synchro_seg_diff;
 
     -- Each event's fence, by its fence_id, must be the one recorded for it: same
     -- relation, operation, key and version, written by the event's own
@@ -67,11 +70,12 @@ BEGIN
                              WHERE f.fence_id = e.f AND f.relation_id = e.r AND f.op = e.op AND f.key = e.k AND f.version = e.v
                                AND NOT EXISTS (SELECT FROM synchro.event_ledger l WHERE l.fence_id = f.fence_id AND l.stream_generation = gen)
                              OFFSET 0) f ON true
-          WHERE e.seq BETWEEN first_seq AND last_seq
+          WHERE e.ctid BETWEEN event_tids[1] AND event_tids[2] AND e.seq BETWEEN first_seq AND last_seq
           GROUP BY e.seq, f.xid) m
-    FULL JOIN (SELECT t.seq, t.xid FROM synchro_seg_txn t WHERE t.seq BETWEEN first_seq AND last_seq) t ON t.seq = m.seq;
+    FULL JOIN (SELECT t.seq, t.xid FROM synchro_seg_txn t
+               WHERE t.ctid BETWEEN txn_tids[1] AND txn_tids[2] AND t.seq BETWEEN first_seq AND last_seq) t ON t.seq = m.seq;
     IF expected = 0 THEN
-        RETURN;
+        RETURN 0;
     END IF;
     IF reconciled <> expected THEN
         RAISE EXCEPTION 'synchro: % of % fences are not recorded, already materialized, or disagree with their row events (relation, operation, key, version or transaction)',
@@ -79,13 +83,15 @@ BEGIN
             USING ERRCODE = 'data_corrupted';
     END IF;
     INSERT INTO synchro.event_ledger (stream_generation, commit_lsn, event_ordinal, relation_id, op, key, fence_id, version)
-    SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq;
+    SELECT gen, e.commit_lsn, e.o, e.r, e.op, e.k, e.f, e.v FROM synchro_seg_event e
+    WHERE e.ctid BETWEEN event_tids[1] AND event_tids[2] AND e.seq BETWEEN first_seq AND last_seq;
     -- A push's fences no longer hold its client's pulls (synchro.capture_gate)
     -- once the active generation materialized them; a reset's staged catch-up
     -- leaves them to its activation.
     IF pushed AND gen = (SELECT p.stream_generation FROM synchro.progress p) THEN
         DELETE FROM synchro.fence_pending p
-        WHERE p.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e WHERE e.seq BETWEEN first_seq AND last_seq));
+        WHERE p.fence_id = ANY (ARRAY(SELECT e.f FROM synchro_seg_event e
+                                      WHERE e.ctid BETWEEN event_tids[1] AND event_tids[2] AND e.seq BETWEEN first_seq AND last_seq));
     END IF;
 
     -- Net change per row and transaction: the last event's image. A partial image
@@ -101,9 +107,12 @@ BEGIN
                 ELSE l.img END,
            l.o, l.v, cur.ctid, l.seq = max(l.seq) OVER (PARTITION BY l.r, l.k)
     FROM (SELECT DISTINCT ON (e.seq, e.r, e.k) e.* FROM synchro_seg_event e
-          WHERE e.seq BETWEEN first_seq AND last_seq ORDER BY e.seq, e.r, e.k, e.o DESC) l
+          WHERE e.ctid BETWEEN event_tids[1] AND event_tids[2] AND e.seq BETWEEN first_seq AND last_seq
+          ORDER BY e.seq, e.r, e.k, e.o DESC) l
     LEFT JOIN LATERAL (SELECT p.ctid, p.image FROM synchro.projection p
                        WHERE p.relation_id = l.r AND p.key = l.k AND p.stream_generation = gen LIMIT 1) cur ON true;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    written := written + n;
     -- Statements below that have nothing to do without such rows are skipped (a
     -- segment of first inserts under row-local rules needs none of them).
     SELECT coalesce(bool_or(c.tid IS NOT NULL), false), coalesce(bool_or(NOT c.last), false),
@@ -142,6 +151,8 @@ BEGIN
     JOIN t ON t.relation_id = c.relation_id
     CROSS JOIN LATERAL (SELECT c.new_image - t.unsynced AS wire) w
     WINDOW row_changes AS (PARTITION BY t.table_id, c.key ORDER BY c.seq);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    written := written + n;
 
     IF reads THEN
         INSERT INTO synchro_seg_impact (seq, commit_lsn, table_id, key, key_num, event_ordinal, own)
@@ -152,6 +163,8 @@ BEGIN
         JOIN synchro.relation r ON r.relation_id = t.relation_id
         CROSS JOIN LATERAL synchro.impacted_keys(rr.table_id, c.relation_id, c.key, c.old_image, c.new_image, false) k
         GROUP BY c.seq, c.commit_lsn, rr.table_id, k, r.key_type;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        written := written + n;
         -- A row the transaction both changed and points a rule at keeps its own
         -- entry, at the later of the two ordinals.
         UPDATE synchro_seg_impact i SET event_ordinal = m.ordinal
@@ -160,6 +173,8 @@ BEGIN
                     FROM synchro_seg_impact a) x
               WHERE x.own AND x.ordinal > x.event_ordinal) m
         WHERE i.ctid = m.tid;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        written := written + n;
         DELETE FROM synchro_seg_impact i
         WHERE i.ctid = ANY (ARRAY(SELECT x.tid
                                   FROM (SELECT a.ctid AS tid, a.own, bool_or(a.own) OVER (PARTITION BY a.table_id, a.key, a.seq) AS owned
@@ -173,6 +188,8 @@ BEGIN
                                    WHERE v.table_id = i.table_id AND v.key = i.key AND v.commit_lsn < i.commit_lsn AND v.stream_generation = gen
                                    ORDER BY v.commit_lsn DESC, v.event_ordinal DESC LIMIT 1)
         WHERE NOT i.own;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        written := written + n;
         DELETE FROM synchro_seg_impact i WHERE NOT i.own AND i.version IS NULL;
     END IF;
 
@@ -191,6 +208,8 @@ BEGIN
     JOIN synchro.synced_table t ON t.table_id = i.table_id
     CROSS JOIN LATERAL synchro.scopes_of(t.scope_rule, i.key, i.image, false) s
     WHERE i.image IS NOT NULL;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    written := written + n;
 
     -- Scopes before each transaction: the open edges for a row's first change in the
     -- segment (none for a row not projected before it: it has no current version),
@@ -213,6 +232,7 @@ BEGIN
         FROM synchro_seg_scope sc
         WHERE sc.next_seq IS NOT NULL;
         GET DIAGNOSTICS prev_rows = ROW_COUNT;
+        written := written + prev_rows;
     END IF;
 
     -- Net membership change per (transaction, scope, row): a scope the row is in
@@ -236,6 +256,8 @@ BEGIN
                 FROM synchro_seg_prev o) s
           GROUP BY s.seq, s.table_id, s.key, s.scope) g
     WHERE g.now_in <> g.was_in OR g.new_version IS DISTINCT FROM g.old_version;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    written := written + n;
 
     INSERT INTO synchro.effect (stream_generation, scope, commit_lsn, event_ordinal, effect_ordinal, table_id, key, op, version)
     SELECT gen, d.scope, d.commit_lsn, d.event_ordinal,
@@ -287,5 +309,6 @@ BEGIN
                              ORDER BY sd.commit_lsn DESC LIMIT 1) sd ON true
           OFFSET 0) prev ON prev.scope = d.scope
     WINDOW w AS (PARTITION BY d.scope ORDER BY d.seq);
+    RETURN written;
 END
 $$;

@@ -8,7 +8,9 @@
 -- commit_lsn), even with no applicable event; a durable identity replays as a
 -- no-op; one at or behind the high-watermark that is not durable is refused. It
 -- waits until the transactions are visible (synchro.await_visible), records enum
--- labels (drift), materializes them in segments (synchro.materialize_segment),
+-- labels (drift), materializes them in segments (synchro.materialize_segment,
+-- each reading only its own scratch rows, so a segment costs the same whatever
+-- the batch's size),
 -- raises a foreign error again with its SQLSTATE only (no row values), resolves a
 -- retried poison that now materializes, and moves progress to the last
 -- transaction's end (with its source commit time) and the processed boundary.
@@ -37,6 +39,10 @@ DECLARE
     fresh integer;
     lo integer;
     hi integer;
+    txn_tids tid[];
+    event_tids tid[];
+    activates boolean;
+    scratch_rows integer := 0;
     failed_state text;
     failed_message text;
 BEGIN
@@ -110,11 +116,18 @@ BEGIN
         -- Segments: a transaction that changes a relation some rule reads
         -- (synchro.segmenting_relation), or that activates a bootstrap,
         -- stands alone; the transactions between such ones form one segment each.
-        FOR lo, hi IN
-            SELECT min(x.seq), max(x.seq)
-            FROM (SELECT t.seq, 2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                                + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
+        -- Each segment also gets the range of tuples (ctid) its transactions
+        -- and its events occupy in the scratch tables, so that a segment reads
+        -- its own rows only, whatever the batch's size.
+        FOR lo, hi, txn_tids, event_tids, activates IN
+            SELECT min(x.seq), max(x.seq), ARRAY[min(x.tid), max(x.tid)], ARRAY[min(x.first_event), max(x.last_event)],
+                   bool_or(x.bootstrap)
+            FROM (SELECT t.seq, t.ctid AS tid, e.first_event, e.last_event, t.bootstrap IS NOT NULL AS bootstrap,
+                         2 * count(r.seq) OVER (ORDER BY t.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                         + CASE WHEN r.seq IS NULL THEN 1 ELSE 2 END AS seg
                   FROM synchro_seg_txn t
+                  LEFT JOIN (SELECT e.seq, min(e.ctid) AS first_event, max(e.ctid) AS last_event
+                             FROM synchro_seg_event e GROUP BY e.seq) e ON e.seq = t.seq
                   LEFT JOIN (SELECT DISTINCT e.seq FROM synchro_seg_event e
                              WHERE e.r IN (SELECT relation_id FROM synchro.segmenting_relation)
                              UNION
@@ -122,10 +135,26 @@ BEGIN
             GROUP BY x.seg
             ORDER BY x.seg
         LOOP
-            PERFORM synchro.materialize_segment(prog.stream_generation, lo, hi);
-            IF staged IS NULL AND lo = hi THEN
+            -- The segments before left their rows in the scratch tables: emptied
+            -- by DELETE, which is cheap but leaves dead rows that every later
+            -- statement of the batch scans, or by TRUNCATE once they held more
+            -- than a thousand rows since the last one, which leaves none but
+            -- costs about half a millisecond (two of the tables have a TOAST
+            -- index to rebuild).
+            IF scratch_rows > 1000 THEN
+                TRUNCATE synchro_seg_change, synchro_seg_impact, synchro_seg_scope, synchro_seg_prev, synchro_seg_diff;
+                scratch_rows := 0;
+            ELSIF scratch_rows > 0 THEN
+                DELETE FROM synchro_seg_change;
+                DELETE FROM synchro_seg_impact;
+                DELETE FROM synchro_seg_scope;
+                DELETE FROM synchro_seg_prev;
+                DELETE FROM synchro_seg_diff;
+            END IF;
+            scratch_rows := scratch_rows + synchro.materialize_segment(prog.stream_generation, lo, hi, txn_tids, event_tids);
+            IF staged IS NULL AND activates THEN
                 PERFORM synchro.activate_bootstrap(t.bootstrap, t.commit_lsn)
-                FROM synchro_seg_txn t WHERE t.seq = lo AND t.bootstrap IS NOT NULL;
+                FROM synchro_seg_txn t WHERE t.ctid BETWEEN txn_tids[1] AND txn_tids[2] AND t.seq = lo AND t.bootstrap IS NOT NULL;
             END IF;
         END LOOP;
     EXCEPTION WHEN OTHERS THEN
