@@ -24,7 +24,8 @@ type apiError struct {
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
 // retryable is the protocol's retryable flag of each code.
-var retryable = map[string]bool{"retry_later": true, "request_timeout": true, "capture_pending": true, "not_ready": true, "internal": true}
+var retryable = map[string]bool{"retry_later": true, "request_timeout": true, "capture_pending": true, "not_ready": true, "internal": true,
+	"rebuild_expired": true}
 
 func badRequest(msg string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: msg}

@@ -29,6 +29,7 @@ type Metrics struct {
 	syncErrors    *prometheus.CounterVec
 	pushOutcomes  *prometheus.CounterVec
 	pruned        prometheus.Counter
+	historyPruned prometheus.Counter
 	spilledTxns   prometheus.Counter
 	spilledBytes  prometheus.Counter
 }
@@ -59,13 +60,15 @@ func New(pool *pgxpool.Pool) *Metrics {
 			Name: "synchro_push_mutations_total", Help: "Push mutation outcomes: applied, or the rejection code."}, []string{"outcome"}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "synchro_capture_history_pruned_events_total", Help: "Event-ledger rows and their write fences pruned by this process's worker."}),
+		historyPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "synchro_history_pruned_rows_total", Help: "Effects, row versions, membership edges and scope digests behind the retention horizon pruned by this process's worker."}),
 		spilledTxns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "synchro_capture_spilled_transactions_total", Help: "Source transactions received whose row data passed the spill threshold (held partly in a temporary file)."}),
 		spilledBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "synchro_capture_spilled_bytes_total", Help: "Row data of received source transactions written to spill files."}),
 	}
 	m.registry.MustRegister(m.transactions, m.rows, m.batchSize, m.batchDuration, m.httpRequests, m.httpDuration,
-		m.syncErrors, m.pushOutcomes, m.pruned, m.spilledTxns, m.spilledBytes,
+		m.syncErrors, m.pushOutcomes, m.pruned, m.historyPruned, m.spilledTxns, m.spilledBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&captureCollector{pool: pool})
 	return m
@@ -104,6 +107,15 @@ func (m *Metrics) ObservePruned(events int64) {
 		return
 	}
 	m.pruned.Add(float64(events))
+}
+
+// ObserveHistoryPruned records rows of the pull history pruned behind the
+// retention horizon.
+func (m *Metrics) ObserveHistoryPruned(rows int64) {
+	if m == nil {
+		return
+	}
+	m.historyPruned.Add(float64(rows))
 }
 
 // ObserveSpill records a received source transaction that spilled bytes of row

@@ -71,7 +71,8 @@ BEGIN
                              FROM jsonb_object_keys(known) k
                              WHERE k = ANY (c.scope_set)
                                AND (action = 'rebuild_local' OR p.stream_generation IS NULL
-                                    OR (synchro.read_scope_cursor(known -> k ->> 'cursor', p.stream_generation, c, k, hw)).lsn IS NULL)), '[]'))
+                                    OR (synchro.read_scope_cursor(known -> k ->> 'cursor', p.stream_generation, c, k, hw,
+                                                               synchro.history_horizon_lsn(p.stream_generation))).lsn IS NULL)), '[]'))
         || CASE WHEN action IN ('replace', 'rebuild_local')
                 THEN jsonb_build_object('schema_definition', sch.manifest || jsonb_build_object('version', sch.version, 'hash', sch.hash))
                 ELSE '{}' END;

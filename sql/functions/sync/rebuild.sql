@@ -13,7 +13,9 @@
 -- (synchro.scope_token): a session cursor that does not verify (edited, another
 -- scope, another stream generation, another client, the scope assigned again
 -- since the session started, or a session begun before the scope's floor,
--- synchro.scope_floor) is refused; the client restarts with cursor null.
+-- synchro.scope_floor) is refused; the client restarts with cursor null. So
+-- is, as 410 rebuild_expired (retryable), a session whose position fell behind
+-- the retention horizon (synchro.prune_history), also during the page.
 -- The capture gate runs first. The page is built as json text, each row image
 -- rendered once (docs/decisions.md, "Pages as json text").
 DROP FUNCTION IF EXISTS synchro.rebuild(text, jsonb, integer);
@@ -30,6 +32,8 @@ DECLARE
     p synchro.progress;
     session text[];
     h pg_lsn;
+    horizon pg_lsn;
+    checksum text;
     after_table integer := -1;
     after_key text := '';
     records json;
@@ -42,6 +46,9 @@ BEGIN
         PERFORM synchro.refuse(400, 'invalid_request', 'the scope is not assigned to this client');
     END IF;
     PERFORM synchro.capture_gate(c.client_id);
+    -- The horizon first: it never passes a materialized transaction, so a new
+    -- session's position is at or after it.
+    horizon := synchro.history_horizon_lsn((SELECT x.stream_generation FROM synchro.progress x));
     SELECT * INTO STRICT p FROM synchro.progress;
     IF request ->> 'cursor' IS NULL THEN
         h := coalesce(p.materialized_commit_lsn, '0/0');
@@ -53,6 +60,9 @@ BEGIN
         h := session[1]::pg_lsn;
         IF h < (SELECT f.floor_lsn FROM synchro.scope_floor f WHERE f.stream_generation = p.stream_generation AND f.scope = target) THEN
             PERFORM synchro.refuse(400, 'invalid_request', 'the scope gained rows of a newly served table since this rebuild began; restart the rebuild with cursor null');
+        END IF;
+        IF h < horizon THEN
+            PERFORM synchro.refuse(410, 'rebuild_expired', 'the history at this rebuild''s position was pruned; restart the rebuild with cursor null');
         END IF;
         after_table := session[2]::integer;
         after_key := session[3];
@@ -83,12 +93,21 @@ BEGIN
     JOIN synchro.synced_table t ON t.table_id = x.table_id
     JOIN synchro.relation r ON r.relation_id = t.relation_id;
 
+    IF fetched = served THEN
+        checksum := synchro.scope_checksum(p.stream_generation, target, h);
+    END IF;
+    -- Pruning moves the horizon and removes the history behind it in one
+    -- transaction: if this page could have missed a removed row, the horizon
+    -- is past h now.
+    IF h < synchro.history_horizon_lsn(p.stream_generation) THEN
+        PERFORM synchro.refuse(410, 'rebuild_expired', 'the history at this rebuild''s position was pruned; restart the rebuild with cursor null');
+    END IF;
     IF fetched > served THEN
         RETURN json_build_object('scope', target, 'records', records, 'has_more', true,
             'cursor', synchro.scope_token('r', p.stream_generation, c, target, ARRAY[h::text, last_table::text, last_key]));
     END IF;
     RETURN json_build_object('scope', target, 'records', records, 'has_more', false, 'cursor', NULL,
         'final_scope_cursor', synchro.scope_cursor(p.stream_generation, c, target, h, 2147483647, 2147483647),
-        'checksum', synchro.scope_checksum(p.stream_generation, target, h));
+        'checksum', checksum);
 END
 $$;
