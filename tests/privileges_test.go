@@ -86,6 +86,7 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 		`SELECT synchro.materialize_transaction('[]')`,
 		`SELECT synchro.record_acknowledgement('0/0')`,
 		`SELECT synchro.prune_capture_history('0', 1)`,
+		`SELECT synchro.prune_history('0', 1, now())`,
 		`SELECT synchro.quarantine('0/1', '0/2', 1, 'decode_error', NULL, NULL)`,
 	} {
 		for _, role := range []string{"synchro_service", "synchro_operator"} {

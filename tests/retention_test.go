@@ -260,3 +260,36 @@ func TestHistoryPruneBatchKilledMidwayLosesNothing(t *testing.T) {
 	e.requireConverged(t, rep, scope)
 	requireDigests(t, d)
 }
+
+// The worker moves the horizon by itself (PullHistoryRetention): with a tiny
+// retention it reaches the materialized position, and nothing at or before it
+// is left of the effects; a client resumes from a cursor at that position.
+func TestWorkerAdvancesHistoryHorizon(t *testing.T) {
+	t.Parallel()
+	e := newSyncEnv(t, "")
+	d := e.d
+	if err := e.w.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.PullHistoryRetention, cfg.PruneInterval = time.Microsecond, 20*time.Millisecond
+	startWorker(t, d, cfg)
+	d.Exec(t, `INSERT INTO app.docs (id, owner_id, title) VALUES ('a', 'u1', 'a1')`)
+	d.Exec(t, `UPDATE app.docs SET title = 'a2' WHERE id = 'a'`)
+	waitMaterialized(t, d)
+	hw := queryText(t, d, `SELECT materialized_commit_lsn::text FROM synchro.progress`)
+	waitFor(t, "the worker's horizon at the materialized position", 30*time.Second, func() (bool, error) {
+		var ok bool
+		err := d.Pool.QueryRow(context.Background(),
+			`SELECT synchro.history_horizon_lsn(stream_generation) >= $1::pg_lsn FROM synchro.progress`, hw).Scan(&ok)
+		return ok, err
+	})
+	if n := queryInt(t, d, `SELECT count(*) FROM synchro.effect WHERE commit_lsn <= $1::pg_lsn`, hw); n != 0 {
+		t.Fatalf("%d effects at or before the horizon left", n)
+	}
+	requireDigests(t, d)
+	e.connect(t, "u1", "c1")
+	rep := newReplica()
+	e.rebuildScope(t, "u1", "c1", "user:u1", 1000, rep)
+	e.requireConverged(t, rep, "user:u1")
+}

@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	spillDir := fs.String("capture-spill-dir", "", "directory of the worker's spill files; empty = $TMPDIR or /tmp (env SYNCHRO_CAPTURE_SPILL_DIR)")
 	bootstrapInterval := fs.Duration("bootstrap-interval", 2*time.Second, "how often the worker looks for a relation waiting for its projection bootstrap (env SYNCHRO_BOOTSTRAP_INTERVAL)")
 	historyRetention := fs.Duration("capture-history-retention", 7*24*time.Hour, "how long the event ledger and write fences of an acknowledged transaction are kept; 0 = for good (env SYNCHRO_CAPTURE_HISTORY_RETENTION)")
+	pullRetention := fs.Duration("history-retention", 7*24*time.Hour, "how long the pull history (effects, superseded row versions, closed membership edges, scope digests) is kept behind the materialized position; a client whose cursor is older rebuilds its scopes; 0 = for good (env SYNCHRO_HISTORY_RETENTION)")
 	var authConfig auth.Config
 	authConfig.Register(fs)
 	limits := httpapi.DefaultLimits
@@ -120,8 +121,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if *maxPullWait < 0 || *maxWaitingPulls <= 0 || *maxUserWaitingPulls <= 0 {
 		return fmt.Errorf("--max-pull-wait must not be negative, --max-waiting-pulls and --max-user-waiting-pulls positive")
 	}
-	if *spillBytes <= 0 || *historyRetention < 0 {
-		return fmt.Errorf("--capture-spill-bytes must be positive and --capture-history-retention not negative")
+	if *spillBytes <= 0 || *historyRetention < 0 || *pullRetention < 0 {
+		return fmt.Errorf("--capture-spill-bytes must be positive, --capture-history-retention and --history-retention not negative")
 	}
 	if err := common.Validate(); err != nil {
 		return err
@@ -179,6 +180,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 			WorkerID: *workerID, HeartbeatInterval: *heartbeat, Log: log, Metrics: m,
 			BatchMaxDelay: *batchDelay, BatchQuietGap: cmp.Or(*quietGap, -1), BatchMaxTxns: *batchTxns, BatchMaxEvents: *batchEvents,
 			SpillBytes: *spillBytes, SpillDir: *spillDir, HistoryRetention: *historyRetention,
+			PullHistoryRetention: *pullRetention,
 		}, workerPool)
 		go func() { workerDone <- w.Run(ctx) }()
 		// Relations registered while they held rows are served once their

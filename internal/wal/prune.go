@@ -14,7 +14,7 @@ const pruneChunk = 5000
 
 // pruneHistory prunes, every PruneInterval, the capture history (event ledger
 // and write fences) of acknowledged transactions older than HistoryRetention
-// and the pull history behind the retention horizon (unless it is zero), and
+// and the pull history older than PullHistoryRetention (each unless zero), and
 // the clients and push outcomes older than the client retention
 // (synchro.prune_clients), chunk by chunk until none is left, logging progress
 // while a round lasts. A chunk takes as long as it takes: timeouts set for
@@ -30,6 +30,8 @@ func (w *Worker) pruneHistory(ctx context.Context) {
 		}
 		if w.cfg.HistoryRetention > 0 {
 			w.pruneRound(ctx)
+		}
+		if w.cfg.PullHistoryRetention > 0 {
 			w.pruneHorizon(ctx)
 		}
 		w.pruneClients(ctx)
@@ -69,7 +71,7 @@ func (w *Worker) pruneRound(ctx context.Context) {
 // pruneHorizon advances the retention horizon of the pull history
 // (synchro.prune_history) batch by batch, each removing the effects, superseded
 // row versions, closed membership edges and superseded scope digests of at
-// most pruneChunk events, until nothing older than HistoryRetention is left,
+// most pruneChunk events, until nothing older than PullHistoryRetention is left,
 // logging progress with a rate while the round lasts.
 func (w *Worker) pruneHorizon(ctx context.Context) {
 	var total pruned
@@ -79,8 +81,8 @@ func (w *Worker) pruneHorizon(ctx context.Context) {
 		var txns int64
 		err := w.untimed(ctx, func(r pgx.Row) error {
 			return r.Scan(&b.horizon, &txns, &b.effects, &b.versions, &b.edges, &b.digests)
-		}, `SELECT horizon::text, transactions, effects, versions, edges, digests FROM synchro.prune_history($1::bigint * interval '1 microsecond', $2, $3)`,
-			w.cfg.HistoryRetention.Microseconds(), pruneChunk, started)
+		}, `SELECT coalesce(horizon::text, ''), transactions, effects, versions, edges, digests FROM synchro.prune_history($1::bigint * interval '1 microsecond', $2, $3)`,
+			w.cfg.PullHistoryRetention.Microseconds(), pruneChunk, started)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.Log.Warn("history pruning failed", "worker", w.cfg.WorkerID, "error", err.Error())
@@ -99,7 +101,7 @@ func (w *Worker) pruneHorizon(ctx context.Context) {
 	}
 	if total.horizon != "" {
 		w.cfg.Log.Info("history pruned", append(total.attrs(w.cfg.WorkerID), "rows_per_second", total.rate(time.Since(started)),
-			"retention", w.cfg.HistoryRetention.String(), "took", time.Since(started).Round(time.Millisecond).String())...)
+			"retention", w.cfg.PullHistoryRetention.String(), "took", time.Since(started).Round(time.Millisecond).String())...)
 	}
 }
 

@@ -60,6 +60,11 @@ type Config struct {
 	// client retention stored in the database (synchro.prune_clients).
 	HistoryRetention time.Duration
 	PruneInterval    time.Duration
+	// PullHistoryRetention is how long the pull history (effects, superseded
+	// row versions, closed membership edges, superseded scope digests) is kept
+	// behind the materialized position (synchro.prune_history moves the
+	// retention horizon); zero keeps it for good.
+	PullHistoryRetention time.Duration
 
 	// Metrics, when set, records every materialized batch.
 	Metrics *metrics.Metrics
