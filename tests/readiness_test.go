@@ -709,6 +709,10 @@ func TestSynchrodConfiguresReadiness(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "--capture-history-retention not negative") {
 		t.Fatalf("synchrod with --capture-history-retention -1s: exit %d, stderr %q", code, stderr)
 	}
+	code, _, stderr = run(t, bin, "--database-url", d.URL, "--listen", "127.0.0.1:0", "--history-retention", "-1s")
+	if code == 0 || !strings.Contains(stderr, "--history-retention must not be negative") {
+		t.Fatalf("synchrod with --history-retention -1s: exit %d, stderr %q", code, stderr)
+	}
 
 	addr, slot := freeAddr(t), synchrodSlot()
 	startSynchrod(t, d, bin, addr, slot, "--database-url", d.URL, "--listen", addr, "--slot", slot,

@@ -121,8 +121,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if *maxPullWait < 0 || *maxWaitingPulls <= 0 || *maxUserWaitingPulls <= 0 {
 		return fmt.Errorf("--max-pull-wait must not be negative, --max-waiting-pulls and --max-user-waiting-pulls positive")
 	}
-	if *spillBytes <= 0 || *historyRetention < 0 || *pullRetention < 0 {
-		return fmt.Errorf("--capture-spill-bytes must be positive, --capture-history-retention and --history-retention not negative")
+	if *spillBytes <= 0 || *historyRetention < 0 {
+		return fmt.Errorf("--capture-spill-bytes must be positive and --capture-history-retention not negative")
+	}
+	if *pullRetention < 0 {
+		return fmt.Errorf("--history-retention must not be negative")
 	}
 	if err := common.Validate(); err != nil {
 		return err
