@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/synchro-sync/synchro/internal/testdb"
 )
 
@@ -172,17 +170,6 @@ func TestHistoryHorizonExpiresOvertakenRebuild(t *testing.T) {
 	e.requireConverged(t, rep, scope)
 }
 
-// session opens a connection of its own to d, closed at the end of the test.
-func session(t *testing.T, d *testdb.DB) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
 // A pruning batch that dies before it commits (its backend terminated while it
 // waits for a lock held by another session) leaves the horizon and the
 // history as they were; the next batch prunes, and a cursor at the old
@@ -206,11 +193,11 @@ func TestHistoryPruneBatchKilledMidwayLosesNothing(t *testing.T) {
 
 	// Another session holds a row the batch deletes (sessions of their own:
 	// the test pool is small).
-	holder := session(t, d)
+	holder := ownConn(t, d)
 	if _, err := holder.Exec(ctx, `BEGIN; SELECT FROM synchro.effect FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	pruner := session(t, d)
+	pruner := ownConn(t, d)
 	var pid int64
 	if err := pruner.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		t.Fatal(err)
