@@ -62,6 +62,8 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 	operatorOnly := []string{
 		`SELECT synchro.retry_poison(1)`,
 		`SELECT * FROM synchro.poison`,
+		`SELECT * FROM synchro.history_status()`,
+		`SELECT * FROM synchro.storage_status()`,
 	}
 	for _, sql := range operatorOnly {
 		if err := asRole(t, d, "synchro_service", sql); sqlState(err) != "42501" {
@@ -86,6 +88,7 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 		`SELECT synchro.materialize_transaction('[]')`,
 		`SELECT synchro.record_acknowledgement('0/0')`,
 		`SELECT synchro.prune_capture_history('0', 1)`,
+		`SELECT * FROM synchro.prune_history('0', 1, now())`,
 		`SELECT synchro.quarantine('0/1', '0/2', 1, 'decode_error', NULL, NULL)`,
 	} {
 		for _, role := range []string{"synchro_service", "synchro_operator"} {
