@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	spillBytes := fs.Int64("capture-spill-bytes", wal.DefaultSpillBytes, "row data of one source transaction the worker holds in memory; the rest waits in a temporary file (env SYNCHRO_CAPTURE_SPILL_BYTES)")
 	spillDir := fs.String("capture-spill-dir", "", "directory of the worker's spill files; empty = $TMPDIR or /tmp (env SYNCHRO_CAPTURE_SPILL_DIR)")
 	bootstrapInterval := fs.Duration("bootstrap-interval", 2*time.Second, "how often the worker looks for a relation waiting for its projection bootstrap (env SYNCHRO_BOOTSTRAP_INTERVAL)")
-	historyRetention := fs.Duration("capture-history-retention", 7*24*time.Hour, "how long the event ledger and write fences of an acknowledged transaction are kept; 0 = for good (env SYNCHRO_CAPTURE_HISTORY_RETENTION)")
+	historyRetention := fs.Duration("capture-history-retention", 7*24*time.Hour, "how long the history of a materialized transaction is kept: the pull history a cursor resumes from (effects, superseded row versions, closed membership edges, superseded scope digests; a client offline longer rebuilds its scopes) and the event ledger and write fences once acknowledged; 0 = for good (env SYNCHRO_CAPTURE_HISTORY_RETENTION)")
 	var authConfig auth.Config
 	authConfig.Register(fs)
 	limits := httpapi.DefaultLimits
