@@ -38,21 +38,12 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 	for _, chk := range r.Readiness {
 		r.Ready = r.Ready && chk.Ok
 	}
-	stream, err := q.GetStreamStatus(ctx)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	// Both have a row once a stream exists, none before.
+	if r.Stream, err = optional(q.GetStreamStatus(ctx)); err != nil {
 		return err
-	default:
-		r.Stream = &stream
 	}
-	history, err := q.GetHistoryStatus(ctx)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	if r.History, err = optional(q.GetHistoryStatus(ctx)); err != nil {
 		return err
-	default:
-		r.History = &history
 	}
 	if r.Storage, err = q.ListStorage(ctx); err != nil {
 		return err
@@ -129,6 +120,17 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 		return err
 	}
 	return r.exit()
+}
+
+// optional is &v, or nil when the query found no row (pgx.ErrNoRows).
+func optional[T any](v T, err error) (*T, error) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &v, nil
 }
 
 // historyRows are the HISTORY table's rows: the retention horizon of the pull
