@@ -113,6 +113,17 @@ func TestMetricsExportCaptureAndHTTP(t *testing.T) {
 		}
 	}
 
+	// The retention horizon's age: absent while nothing was pruned, then how
+	// long ago the transaction at the horizon was materialized.
+	if strings.Contains(body, "\nsynchro_history_horizon_age_seconds ") {
+		t.Fatal("a retention horizon age exported while nothing was pruned")
+	}
+	d.Exec(t, `SELECT synchro.prune_history('0', 1000, now())`)
+	body = scrape(t, srv.URL)
+	if age := metricValue(t, body, "synchro_history_horizon_age_seconds"); age <= 0 || age > 60 {
+		t.Fatalf("retention horizon age %v s, want the seconds since the last transaction was materialized", age)
+	}
+
 	// A poison transaction shows in the poison gauge, the poison check and
 	// synchro_ready.
 	d.Exec(t, `ALTER TABLE app.docs DISABLE TRIGGER synchro_fence; INSERT INTO app.docs VALUES (100, 'u1')`)

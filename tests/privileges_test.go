@@ -62,6 +62,8 @@ func TestOperatorFunctionsAreNotCallableByTheServiceRole(t *testing.T) {
 	operatorOnly := []string{
 		`SELECT synchro.retry_poison(1)`,
 		`SELECT * FROM synchro.poison`,
+		`SELECT * FROM synchro.history_status()`,
+		`SELECT * FROM synchro.storage_status()`,
 	}
 	for _, sql := range operatorOnly {
 		if err := asRole(t, d, "synchro_service", sql); sqlState(err) != "42501" {

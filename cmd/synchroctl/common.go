@@ -9,7 +9,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/config"
@@ -102,4 +104,40 @@ func orDash(valid bool, s string) string {
 		return "-"
 	}
 	return s
+}
+
+// timestamp is t in RFC 3339 UTC with whole seconds, "-" when NULL.
+func timestamp(t pgtype.Timestamptz) string {
+	if !t.Valid {
+		return "-"
+	}
+	return t.Time.UTC().Format(time.RFC3339)
+}
+
+// seconds is a duration of s seconds in readable units ("1.25s", "168h0m3s"),
+// "unknown" when s is negative (not known).
+func seconds(s float64) string {
+	if s < 0 {
+		return "unknown"
+	}
+	d := time.Duration(s * float64(time.Second))
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// humanBytes is n bytes in binary units with one decimal ("812 B", "1.5 KiB",
+// "20.4 MiB"); a figure that would round to 1024.0 takes the next unit.
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	const units = "KMGTPE"
+	v, i := float64(n)/1024, 0
+	for v >= 1023.95 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, units[i])
 }

@@ -14,11 +14,13 @@ import (
 
 // statusReport is what `synchroctl status` shows (and prints with --json).
 type statusReport struct {
-	Ready     bool                   `json:"ready"`
-	Readiness []db.ListReadinessRow  `json:"readiness"`
-	Stream    *db.GetStreamStatusRow `json:"stream"`
-	Workers   []db.ListWorkersRow    `json:"workers"`
-	Poison    []db.ListPoisonRow     `json:"poison"`
+	Ready     bool                    `json:"ready"`
+	Readiness []db.ListReadinessRow   `json:"readiness"`
+	Stream    *db.GetStreamStatusRow  `json:"stream"`
+	History   *db.GetHistoryStatusRow `json:"history"`
+	Storage   []db.ListStorageRow     `json:"storage"`
+	Workers   []db.ListWorkersRow     `json:"workers"`
+	Poison    []db.ListPoisonRow      `json:"poison"`
 }
 
 func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger) error {
@@ -36,13 +38,15 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 	for _, chk := range r.Readiness {
 		r.Ready = r.Ready && chk.Ok
 	}
-	stream, err := q.GetStreamStatus(ctx)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	// Both have a row once a stream exists, none before.
+	if r.Stream, err = optional(q.GetStreamStatus(ctx)); err != nil {
 		return err
-	default:
-		r.Stream = &stream
+	}
+	if r.History, err = optional(q.GetHistoryStatus(ctx)); err != nil {
+		return err
+	}
+	if r.Storage, err = q.ListStorage(ctx); err != nil {
+		return err
 	}
 	if r.Workers, err = q.ListWorkers(ctx); err != nil {
 		return err
@@ -88,8 +92,14 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 			{"registry_generation", fmt.Sprint(s.RegistryGeneration)},
 			{"wal_lag", lag},
 			{"commit_lag", commitLag},
-			{"history_pruned", map[bool]string{true: "none", false: "through commit " + s.HistoryPrunedCommit}[s.HistoryPrunedCommit == ""]},
+			{"capture_history_pruned", map[bool]string{true: "none", false: "through commit " + s.HistoryPrunedCommit}[s.HistoryPrunedCommit == ""]},
 		}); err != nil {
+			return err
+		}
+	}
+	if r.History != nil {
+		fmt.Fprintln(out)
+		if err := printTable(out, []string{"history", "value"}, historyRows(r.History)); err != nil {
 			return err
 		}
 	}
@@ -101,11 +111,57 @@ func runStatus(ctx context.Context, args []string, out io.Writer, _ *slog.Logger
 	if err := printTable(out, []string{"worker", "state", "database", "heartbeat_age", "materialized_end"}, rows); err != nil {
 		return err
 	}
+	fmt.Fprintln(out)
+	if err := printStorage(out, r.Storage); err != nil {
+		return err
+	}
 	if _, err := fmt.Fprintf(out, "\nPOISON: %d blocking transaction(s)%s\n", len(r.Poison),
 		map[bool]string{true: " (synchroctl poison list)", false: ""}[len(r.Poison) > 0]); err != nil {
 		return err
 	}
 	return r.exit()
+}
+
+// optional is &v, or nil when the query found no row (pgx.ErrNoRows).
+func optional[T any](v T, err error) (*T, error) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &v, nil
+}
+
+// historyRows are the HISTORY table's rows: the retention horizon of the pull
+// history and what the last pruning round removed.
+func historyRows(h *db.GetHistoryStatusRow) [][]string {
+	if h.Horizon == "" {
+		return [][]string{{"horizon", "none (nothing pruned)"}}
+	}
+	return [][]string{
+		{"horizon", fmt.Sprintf("commit %s, materialized %s (%s ago)", h.Horizon, timestamp(h.HorizonMaterializedAt), seconds(h.HorizonAgeSeconds))},
+		{"advanced_at", timestamp(h.AdvancedAt)},
+		{"last_round", fmt.Sprintf("%s, took %s", timestamp(h.RoundStartedAt), seconds(h.RoundSeconds))},
+		{"last_round_removed", fmt.Sprintf("effects %d, row versions %d, membership edges %d, scope digests %d",
+			h.RoundEffects, h.RoundVersions, h.RoundEdges, h.RoundDigests)},
+	}
+}
+
+// printStorage prints the storage each table of schema synchro takes, largest
+// first, and their sum.
+func printStorage(out io.Writer, tables []db.ListStorageRow) error {
+	rows := make([][]string, 0, len(tables))
+	var total int64
+	for _, t := range tables {
+		rows = append(rows, []string{t.TableName, fmt.Sprint(t.RowsEstimate), humanBytes(t.TableBytes), humanBytes(t.IndexBytes), humanBytes(t.TotalBytes)})
+		total += t.TotalBytes
+	}
+	if err := printTable(out, []string{"table", "rows_estimate", "table_size", "index_size", "total_size"}, rows); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "STORAGE: %d tables of schema synchro, %s in all\n", len(tables), humanBytes(total))
+	return err
 }
 
 // exitNotReady is the exit status of `synchroctl status` when the report says

@@ -78,6 +78,18 @@ type SynchroFunctionBundle struct {
 	InstalledAt pgtype.Timestamptz `json:"installed_at"`
 }
 
+type SynchroHistoryHorizon struct {
+	StreamGeneration pgtype.UUID        `json:"stream_generation"`
+	HorizonLsn       interface{}        `json:"horizon_lsn"`
+	AdvancedAt       pgtype.Timestamptz `json:"advanced_at"`
+	RoundStartedAt   pgtype.Timestamptz `json:"round_started_at"`
+	RoundEndedAt     pgtype.Timestamptz `json:"round_ended_at"`
+	RoundEffects     int64              `json:"round_effects"`
+	RoundVersions    int64              `json:"round_versions"`
+	RoundEdges       int64              `json:"round_edges"`
+	RoundDigests     int64              `json:"round_digests"`
+}
+
 type SynchroMembership struct {
 	StreamGeneration pgtype.UUID `json:"stream_generation"`
 	Scope            string      `json:"scope"`

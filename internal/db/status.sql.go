@@ -11,6 +11,54 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const getHistoryStatus = `-- name: GetHistoryStatus :one
+SELECT coalesce(horizon_lsn::text, '')::text AS horizon,
+       horizon_materialized_at::timestamptz AS horizon_materialized_at,
+       coalesce(extract(epoch FROM horizon_age), -1)::float8 AS horizon_age_seconds,
+       advanced_at::timestamptz AS advanced_at,
+       round_started_at::timestamptz AS round_started_at, round_ended_at::timestamptz AS round_ended_at,
+       coalesce(extract(epoch FROM round_took), -1)::float8 AS round_seconds,
+       coalesce(round_effects, 0)::bigint AS round_effects, coalesce(round_versions, 0)::bigint AS round_versions,
+       coalesce(round_edges, 0)::bigint AS round_edges, coalesce(round_digests, 0)::bigint AS round_digests
+FROM synchro.history_status()
+`
+
+type GetHistoryStatusRow struct {
+	Horizon               string             `json:"horizon"`
+	HorizonMaterializedAt pgtype.Timestamptz `json:"horizon_materialized_at"`
+	HorizonAgeSeconds     float64            `json:"horizon_age_seconds"`
+	AdvancedAt            pgtype.Timestamptz `json:"advanced_at"`
+	RoundStartedAt        pgtype.Timestamptz `json:"round_started_at"`
+	RoundEndedAt          pgtype.Timestamptz `json:"round_ended_at"`
+	RoundSeconds          float64            `json:"round_seconds"`
+	RoundEffects          int64              `json:"round_effects"`
+	RoundVersions         int64              `json:"round_versions"`
+	RoundEdges            int64              `json:"round_edges"`
+	RoundDigests          int64              `json:"round_digests"`
+}
+
+// The retention horizon of the active stream's pull history and the last
+// pruning round (synchro.history_status): horizon empty, times NULL, ages and the
+// round's duration -1 and counts 0 while nothing was pruned.
+func (q *Queries) GetHistoryStatus(ctx context.Context) (GetHistoryStatusRow, error) {
+	row := q.db.QueryRow(ctx, getHistoryStatus)
+	var i GetHistoryStatusRow
+	err := row.Scan(
+		&i.Horizon,
+		&i.HorizonMaterializedAt,
+		&i.HorizonAgeSeconds,
+		&i.AdvancedAt,
+		&i.RoundStartedAt,
+		&i.RoundEndedAt,
+		&i.RoundSeconds,
+		&i.RoundEffects,
+		&i.RoundVersions,
+		&i.RoundEdges,
+		&i.RoundDigests,
+	)
+	return i, err
+}
+
 const getStreamStatus = `-- name: GetStreamStatus :one
 SELECT stream_generation::text AS stream_generation, slot_name::text AS slot_name,
        generation_start::text AS generation_start,
@@ -60,6 +108,47 @@ func (q *Queries) GetStreamStatus(ctx context.Context) (GetStreamStatusRow, erro
 		&i.CommitLagSeconds,
 	)
 	return i, err
+}
+
+const listStorage = `-- name: ListStorage :many
+SELECT table_name::text AS table_name, rows_estimate::bigint AS rows_estimate, table_bytes::bigint AS table_bytes,
+       index_bytes::bigint AS index_bytes, total_bytes::bigint AS total_bytes
+FROM synchro.storage_status()
+`
+
+type ListStorageRow struct {
+	TableName    string `json:"table_name"`
+	RowsEstimate int64  `json:"rows_estimate"`
+	TableBytes   int64  `json:"table_bytes"`
+	IndexBytes   int64  `json:"index_bytes"`
+	TotalBytes   int64  `json:"total_bytes"`
+}
+
+// The storage each table of schema synchro takes, largest first (synchro.storage_status).
+func (q *Queries) ListStorage(ctx context.Context) ([]ListStorageRow, error) {
+	rows, err := q.db.Query(ctx, listStorage)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListStorageRow{}
+	for rows.Next() {
+		var i ListStorageRow
+		if err := rows.Scan(
+			&i.TableName,
+			&i.RowsEstimate,
+			&i.TableBytes,
+			&i.IndexBytes,
+			&i.TotalBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listWorkers = `-- name: ListWorkers :many

@@ -188,6 +188,8 @@ var (
 		"WAL bytes between the staged catch-up of the stream reset or projection bootstrap in progress and its barrier (before the barrier: the current WAL position); absent unless one is catching up.", nil, nil)
 	bootstrapDesc = prometheus.NewDesc("synchro_bootstrap_in_progress",
 		"1 while the one in progress is a projection bootstrap or registry change (the tables already served stay ready), 0 otherwise.", nil, nil)
+	horizonAgeDesc = prometheus.NewDesc("synchro_history_horizon_age_seconds",
+		"Seconds since the transaction at the pull history's retention horizon was materialized: how far back a cursor still resumes (about --capture-history-retention while pruning keeps up); absent while nothing was pruned.", nil, nil)
 	slotSafeDesc = prometheus.NewDesc("synchro_capture_slot_safe_wal_bytes",
 		"WAL bytes that can still be written before the stream's slot is in danger of invalidation (pg_replication_slots.safe_wal_size); absent while max_slot_wal_keep_size is unlimited.", nil, nil)
 )
@@ -204,6 +206,7 @@ func (c *captureCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- checkDesc
 	ch <- slotStatusDesc
 	ch <- slotSafeDesc
+	ch <- horizonAgeDesc
 	ch <- resetPhaseDesc
 	ch <- resetRowsDesc
 	ch <- resetLagDesc
@@ -242,6 +245,9 @@ func (c *captureCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.SafeWalSize.Valid { // NULL: no safe size
 		ch <- prometheus.MustNewConstMetric(slotSafeDesc, prometheus.GaugeValue, float64(st.SafeWalSize.Int64))
+	}
+	if st.HorizonKnown {
+		ch <- prometheus.MustNewConstMetric(horizonAgeDesc, prometheus.GaugeValue, st.HorizonAgeSeconds)
 	}
 }
 

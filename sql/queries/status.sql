@@ -17,3 +17,23 @@ SELECT worker_id, state, database_name::text AS database_name, heartbeat_at,
        coalesce(materialized_end_lsn::text, '')::text AS materialized_end
 FROM synchro.worker_heartbeat
 ORDER BY heartbeat_at DESC;
+
+-- name: GetHistoryStatus :one
+-- The retention horizon of the active stream's pull history and the last
+-- pruning round (synchro.history_status): horizon empty, times NULL, ages and the
+-- round's duration -1 and counts 0 while nothing was pruned.
+SELECT coalesce(horizon_lsn::text, '')::text AS horizon,
+       horizon_materialized_at::timestamptz AS horizon_materialized_at,
+       coalesce(extract(epoch FROM horizon_age), -1)::float8 AS horizon_age_seconds,
+       advanced_at::timestamptz AS advanced_at,
+       round_started_at::timestamptz AS round_started_at, round_ended_at::timestamptz AS round_ended_at,
+       coalesce(extract(epoch FROM round_took), -1)::float8 AS round_seconds,
+       coalesce(round_effects, 0)::bigint AS round_effects, coalesce(round_versions, 0)::bigint AS round_versions,
+       coalesce(round_edges, 0)::bigint AS round_edges, coalesce(round_digests, 0)::bigint AS round_digests
+FROM synchro.history_status();
+
+-- name: ListStorage :many
+-- The storage each table of schema synchro takes, largest first (synchro.storage_status).
+SELECT table_name::text AS table_name, rows_estimate::bigint AS rows_estimate, table_bytes::bigint AS table_bytes,
+       index_bytes::bigint AS index_bytes, total_bytes::bigint AS total_bytes
+FROM synchro.storage_status();

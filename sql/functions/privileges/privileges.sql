@@ -9,6 +9,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA synchro_capture FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION synchro.retry_poison(bigint) TO synchro_operator;
 GRANT SELECT ON synchro.poison TO synchro_operator;
 GRANT EXECUTE ON FUNCTION synchro.stream_status() TO synchro_operator;
+-- Retention and storage: positions, times, counts and sizes, no row data.
+GRANT EXECUTE ON FUNCTION synchro.history_status(), synchro.storage_status() TO synchro_operator;
 -- What synchroctl status and registry list read besides: worker heartbeats and
 -- the registered relations (identities, keys, wire names; no row data).
 GRANT SELECT ON synchro.worker_heartbeat TO synchro_operator;
