@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/logging"
@@ -226,6 +228,21 @@ func dropBenchDB(ctx context.Context, adminURL, name string) error {
 	}
 	_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	return err
+}
+
+// dropSlot drops replication slot name. The WAL sender of a reader that just
+// closed its connection may not have ended yet (on a loaded host it takes a
+// moment), and its slot stays active until it does: the drop is retried for
+// up to 10 s while the slot is in use.
+func dropSlot(ctx context.Context, pool *pgxpool.Pool, name string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || attempt == 100 {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func workerConfig(url string) wal.Config {
