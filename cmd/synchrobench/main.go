@@ -38,7 +38,7 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
-	only := flag.String("only", "", "run only the capture (or only its latency, or only its rate for writes to relations rules read), the fence cost, the sync, the live (change to client), the SDK, the stream reset or the projection bootstrap measures: capture, latency, reads, fence, sync, live, sdk, reset, bootstrap")
+	only := flag.String("only", "", "run only the capture (or only its latency, or only its rate for writes to relations rules read), the fence cost, the sync, the live (change to client), the SDK, the stream reset, the history retention or the projection bootstrap measures: capture, latency, reads, fence, sync, live, sdk, reset, retention, bootstrap")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker and the reset and bootstrap coordinators) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -117,6 +117,13 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 		r, err := resetRun(ctx, adminURL)
 		if err != nil {
 			return fmt.Errorf("reset: %w", err)
+		}
+		rows = append(rows, r...)
+	}
+	if only == "" || only == "retention" {
+		r, err := retentionRun(ctx, adminURL)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
 		}
 		rows = append(rows, r...)
 	}
