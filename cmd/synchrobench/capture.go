@@ -105,7 +105,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int,
 	if err != nil {
 		return nil, 0, err
 	}
-	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, plainSlot); err != nil {
+	if err := dropSlot(ctx, pool, plainSlot); err != nil {
 		return nil, 0, err
 	}
 	// Start the stream (creates the slot), then stop the worker so WAL accumulates.
@@ -159,7 +159,7 @@ func captureRun(ctx context.Context, adminURL, pgbin string, width, seconds int,
 	if err != nil {
 		return nil, 0, err
 	}
-	if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, rawSlot); err != nil {
+	if err := dropSlot(ctx, pool, rawSlot); err != nil {
 		return nil, 0, err
 	}
 	capTPS := float64(txns) / dur.Seconds()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/synchro-sync/synchro/internal/logging"
@@ -36,7 +38,7 @@ func main() {
 	seconds := flag.Int("seconds", 10, "duration of each pgbench run")
 	pgbin := flag.String("pg-bin", "", "directory of pgbench (default: newest /usr/lib/postgresql/*/bin)")
 	jsonOut := flag.String("json", "", "also write the table as JSON to this file")
-	only := flag.String("only", "", "run only the capture (or only its latency, or only its rate for writes to relations rules read), the fence cost, the sync, the live (change to client), the SDK, the stream reset or the projection bootstrap measures: capture, latency, reads, fence, sync, live, sdk, reset, bootstrap")
+	only := flag.String("only", "", "run only the capture (or only its latency, or only its rate for writes to relations rules read), the fence cost, the sync, the live (change to client), the SDK, the stream reset, the history retention or the projection bootstrap measures: capture, latency, reads, fence, sync, live, sdk, reset, retention, bootstrap")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (it runs the capture worker and the reset and bootstrap coordinators) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -115,6 +117,13 @@ func run(ctx context.Context, adminURL string, seconds int, pgbin, jsonOut, only
 		r, err := resetRun(ctx, adminURL)
 		if err != nil {
 			return fmt.Errorf("reset: %w", err)
+		}
+		rows = append(rows, r...)
+	}
+	if only == "" || only == "retention" {
+		r, err := retentionRun(ctx, adminURL)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
 		}
 		rows = append(rows, r...)
 	}
@@ -226,6 +235,21 @@ func dropBenchDB(ctx context.Context, adminURL, name string) error {
 	}
 	_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	return err
+}
+
+// dropSlot drops replication slot name. The WAL sender of a reader that just
+// closed its connection may not have ended yet (on a loaded host it takes a
+// moment), and its slot stays active until it does: the drop is retried for
+// up to 10 s while the slot is in use.
+func dropSlot(ctx context.Context, pool *pgxpool.Pool, name string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || attempt == 100 {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func workerConfig(url string) wal.Config {
