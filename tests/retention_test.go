@@ -46,6 +46,21 @@ func pruneHistoryTo(t *testing.T, d *testdb.DB, commitLSN string) {
 	}
 }
 
+// pruneAll prunes the pull history with a zero retention, batch after batch,
+// until nothing is left behind the last materialized transaction, and returns
+// how many transactions the horizon passed.
+func pruneAll(t *testing.T, d *testdb.DB) int64 {
+	t.Helper()
+	var total int64
+	for {
+		n := queryInt(t, d, `SELECT transactions FROM synchro.prune_history('0', 1000, now())`)
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+}
+
 // pullScopes pulls the given scope cursors once (limit 1000) and returns the answer.
 func (e *syncEnv) pullScopes(t *testing.T, user, client string, cursors map[string]any) map[string]any {
 	t.Helper()
