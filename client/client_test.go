@@ -1,13 +1,17 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -505,6 +509,8 @@ func TestTransportRetries(t *testing.T) {
 		switch status {
 		case http.StatusOK:
 			w.Write([]byte(`{"ok": true}`))
+		case http.StatusGone:
+			w.Write([]byte(`{"error": {"code": "rebuild_expired", "message": "pruned", "retryable": true}}`))
 		case http.StatusConflict:
 			w.Write([]byte(`{"error": {"code": "client_conflict", "message": "other user", "retryable": false}}`))
 		default:
@@ -529,6 +535,14 @@ func TestTransportRetries(t *testing.T) {
 	err = tr.post(context.Background(), "/x", map[string]any{}, &out)
 	if !errors.As(err, &e) || e.Code != "capture_pending" || !e.Retryable || calls != 3 {
 		t.Fatalf("exhausted: %v after %d calls", err, calls)
+	}
+
+	// rebuild_expired is retryable by restarting the rebuild, not by sending
+	// the same request again: the transport returns it at once.
+	answers, calls = []int{http.StatusGone, http.StatusOK}, 0
+	err = tr.post(context.Background(), "/x", map[string]any{}, &out)
+	if !errors.As(err, &e) || e.Code != codeRebuildExpired || !e.Retryable || calls != 1 {
+		t.Fatalf("rebuild_expired: %v after %d calls, want it returned after 1", err, calls)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -745,6 +759,63 @@ func TestSyncFakeServer(t *testing.T) {
 	var done sql.NullInt64
 	if err := c.DB().QueryRow(`SELECT done FROM items WHERE id = 'i2'`).Scan(&done); err != nil || done.Int64 != 1 {
 		t.Fatalf("i2 done: %v, %v", done, err)
+	}
+}
+
+// TestRebuildExpiredRestarts: a rebuild answered 410 rebuild_expired (the
+// server's retention horizon passed the session's position), here on its
+// first page, restarts with cursor null and converges; a rebuild overtaken on
+// every attempt fails the Sync with the server's retryable error, and the
+// next Sync rebuilds the scope. (tests/client_test.go overtakes later pages
+// of a real server's sessions.)
+func TestRebuildExpiredRestarts(t *testing.T) {
+	for _, expire := range []int{1, maxRebuildAttempts} {
+		f := &fakeServer{rows: map[string]json.RawMessage{"i1": json.RawMessage(`{"id":"i1","n":1,"done":false,"data":null,"meta":null}`)},
+			checksums: map[string]uint32{"i1": 7}, pulls: 1} // pulls: 1: every pull answers the true checksum
+		var mu sync.Mutex
+		var cursors []string // the cursor of each rebuild request
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/sync/rebuild" {
+				var req rebuildRequest
+				raw, _ := io.ReadAll(r.Body)
+				_ = json.Unmarshal(raw, &req)
+				r.Body = io.NopCloser(bytes.NewReader(raw))
+				mu.Lock()
+				cursors = append(cursors, fmt.Sprint(req.Cursor))
+				refuse := len(cursors) <= expire
+				mu.Unlock()
+				if refuse {
+					w.WriteHeader(http.StatusGone)
+					w.Write([]byte(`{"error": {"code": "rebuild_expired", "message": "pruned", "retryable": true}}`))
+					return
+				}
+			}
+			f.ServeHTTP(w, r)
+		}))
+		ctx := context.Background()
+		c, err := Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"), Config{ServerURL: srv.URL, ClientID: "fake", BackoffBase: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := c.SyncReport(ctx)
+		if expire == maxRebuildAttempts {
+			var e *Error
+			if !errors.As(err, &e) || e.Code != codeRebuildExpired || !e.Retryable {
+				t.Fatalf("a rebuild overtaken %d times: %v, want the retryable rebuild_expired", expire, err)
+			}
+			rep, err = c.SyncReport(ctx)
+		}
+		if err != nil || !slices.Equal(rep.Rebuilt, []string{"s1"}) {
+			t.Fatalf("expired %d times: %+v, %v", expire, rep, err)
+		}
+		if want := slices.Repeat([]string{"<nil>"}, expire+1); !slices.Equal(cursors, want) {
+			t.Fatalf("expired %d times: rebuild requests with cursors %v, want %v (each a new session, none resent)", expire, cursors, want)
+		}
+		if got := count(t, c, `SELECT count(*) FROM items WHERE id = 'i1' AND n = 1`); got != 1 {
+			t.Fatalf("expired %d times: the replica does not hold i1", expire)
+		}
+		c.Close()
+		srv.Close()
 	}
 }
 

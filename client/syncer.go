@@ -175,9 +175,12 @@ func (c *Client) rebuildPending(ctx context.Context, rep *Report) error {
 // rebuild pages a scope's complete contents into staging, checks the
 // checksum, then replaces the scope's rows and sets its cursor to the final
 // scope cursor in one transaction. A session the server no longer accepts
-// (invalid_request on a later page) or a checksum mismatch restarts it; a scope
-// the server refuses on the first page is no longer assigned and is dropped.
+// (invalid_request on a later page, or rebuild_expired on any page: the
+// retention horizon passed its position) or a checksum mismatch restarts it
+// with cursor null; a scope the server refuses with invalid_request on the
+// first page is no longer assigned and is dropped.
 func (c *Client) rebuild(ctx context.Context, scope string, rep *Report) error {
+	var why error // what made the last attempt restart
 	for range maxRebuildAttempts {
 		if _, err := c.db.ExecContext(ctx, `DELETE FROM _synchro_staging WHERE scope = ?`, scope); err != nil {
 			return err
@@ -186,7 +189,8 @@ func (c *Client) rebuild(ctx context.Context, scope string, rep *Report) error {
 		switch {
 		case err != nil:
 			return err
-		case restart:
+		case restart != nil:
+			why = restart
 			continue
 		case last == nil: // refused on the first page: not assigned any more
 			return c.apply(ctx, func(a *applier) error { return a.dropScope(scope) })
@@ -198,6 +202,7 @@ func (c *Client) rebuild(ctx context.Context, scope string, rep *Report) error {
 		if got, err := scopeSum(ctx, c.db, "_synchro_staging", scope); err != nil {
 			return err
 		} else if got != want {
+			why = fmt.Errorf("the staged rows' checksum %d is not the server's %d", got, want)
 			continue
 		}
 		if last.FinalScopeCursor == nil {
@@ -209,7 +214,9 @@ func (c *Client) rebuild(ctx context.Context, scope string, rep *Report) error {
 		rep.Rebuilt = append(rep.Rebuilt, scope)
 		return nil
 	}
-	return fmt.Errorf("synchro: rebuild of %s failed %d times (checksum mismatch or restarted session)", scope, maxRebuildAttempts)
+	// The last refusal is wrapped: a session overtaken every time is the
+	// server's retryable rebuild_expired, which a later Sync retries.
+	return fmt.Errorf("synchro: rebuild of %s restarted %d times, the last: %w", scope, maxRebuildAttempts, why)
 }
 
 // rebuildPage is one answer of a rebuild session, or the error that ended it.
@@ -222,10 +229,10 @@ type rebuildPage struct {
 // stageAll runs one rebuild session of scope into staging and returns its last
 // page. The next page is fetched while the one before is staged (each request
 // needs only the previous answer's cursor), so the server's work and the
-// replica's overlap. restart reports a session the server stopped accepting
-// on a later page (invalid_request); last is nil when it refused the first
-// page.
-func (c *Client) stageAll(ctx context.Context, scope string) (last *rebuildResponse, restart bool, err error) {
+// replica's overlap. restart is the refusal of a session the server stopped
+// accepting (invalid_request on a later page, rebuild_expired on any page);
+// last is nil when it refused the first page with invalid_request.
+func (c *Client) stageAll(ctx context.Context, scope string) (last *rebuildResponse, restart, err error) {
 	fetchCtx, cancel := context.WithCancel(ctx)
 	pages := make(chan rebuildPage, 1)
 	go c.fetchRebuild(fetchCtx, scope, pages)
@@ -237,19 +244,23 @@ func (c *Client) stageAll(ctx context.Context, scope string) (last *rebuildRespo
 	for p := range pages {
 		if p.err != nil {
 			var e *Error
-			if errors.As(p.err, &e) && e.Code == "invalid_request" {
-				return nil, !p.first, nil
+			switch {
+			case !errors.As(p.err, &e):
+			case e.Code == codeRebuildExpired, e.Code == "invalid_request" && !p.first:
+				return nil, p.err, nil
+			case e.Code == "invalid_request":
+				return nil, nil, nil
 			}
-			return nil, false, p.err
+			return nil, nil, p.err
 		}
 		if err := c.stage(ctx, scope, &p.resp); err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
 		if !p.resp.HasMore {
-			return &p.resp, false, nil
+			return &p.resp, nil, nil
 		}
 	}
-	return nil, false, ctx.Err()
+	return nil, nil, ctx.Err()
 }
 
 // fetchRebuild requests the pages of one rebuild session of scope in order and

@@ -34,6 +34,12 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("synchro: %d %s: %s", e.Status, e.Code, e.Message)
 }
 
+// codeRebuildExpired is the retryable refusal of a rebuild session whose
+// position the server's retention horizon passed: it is retried by restarting
+// the session (cursor null), never by sending the same request again, so the
+// transport returns it at once and the rebuild restarts.
+const codeRebuildExpired = "rebuild_expired"
+
 // maxRetryAfter bounds how long one Retry-After answer makes the SDK wait.
 const maxRetryAfter = 5 * time.Minute
 
@@ -49,7 +55,8 @@ type transport struct {
 }
 
 // post sends req as JSON to path and decodes a 200 answer into resp, retrying
-// retryable failures (429, 5xx, transport errors) until MaxAttempts.
+// retryable failures (429, 5xx, transport errors) until MaxAttempts, except
+// rebuild_expired, which the caller retries with another request.
 func (t *transport) post(ctx context.Context, path string, req, resp any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -67,7 +74,7 @@ func (t *transport) do(ctx context.Context, method, path string, body []byte, re
 	for attempt := 1; ; attempt++ {
 		err := t.once(ctx, method, path, body, resp)
 		var e *Error
-		if err == nil || !errors.As(err, &e) || !e.Retryable || attempt >= t.maxAttempts {
+		if err == nil || !errors.As(err, &e) || !e.Retryable || e.Code == codeRebuildExpired || attempt >= t.maxAttempts {
 			return err
 		}
 		if err := sleep(ctx, t.backoff(attempt, e.RetryAfter)); err != nil {

@@ -35,7 +35,10 @@ import (
 // layer. In the middle of the run a stream reset rebuilds the stream, a table
 // that holds rows (app.issues, written by SQL from the start) is registered and
 // bootstrapped while the steps go on, and a rule change (app.cards from
-// user:{owner_id} to user:{reviewer_id}) moves rows between users' scopes. At the
+// user:{owner_id} to user:{reviewer_id}) moves rows between users' scopes.
+// Throughout, the pull history is pruned to a retention horizon seconds behind
+// the newest transaction, which replicas away longer and laggards' rebuild
+// sessions fall behind (convergence_retention_test.go). At the
 // end every replica must hold exactly its user's scopes, every mutation must have
 // one recorded outcome that the replica agrees with, and the capture ledgers must
 // hold every source transaction and effect exactly once.
@@ -151,6 +154,11 @@ type simClient struct {
 	sent map[string]bool
 	// queued: every mutation id seen in the replica's queue, as last seen.
 	queued map[string]queuedMutation
+	// laggard: one of simLaggards; offlineUntil: its syncs are skipped until
+	// then; returning: its first sync back is still to come.
+	laggard      bool
+	offlineUntil time.Time
+	returning    bool
 }
 
 type queuedMutation struct {
@@ -219,6 +227,10 @@ type sim struct {
 	nextCrash    int // step of the next PostgreSQL crash (-1: never)
 	crashes      int
 	customAssign bool
+
+	// retention (see convergence_retention_test.go)
+	pruner       *simPruner
+	nextOvertake int // step from which a laggard's rebuild session is held until the horizon passes it (-1: never)
 
 	// stream reset (see startReset)
 	nextReset int           // step at which the next stream reset starts (-1: never)
@@ -309,6 +321,8 @@ func (s *sim) setup() {
 	s.e.w.stop(t)
 	s.e.w = startStreaming(t, s.e.d, s.cfg)
 	s.workerUp = true
+	s.startPruner()
+	s.nextOvertake = s.rng.IntN(40)
 
 	s.seedData()
 	waitMaterialized(t, s.e.d)
@@ -385,8 +399,8 @@ func (s *sim) seedData() {
 func (s *sim) openClient(i int) *simClient {
 	name := fmt.Sprintf("c%02d", i)
 	user := simUsers[i%len(simUsers)]
-	c := &simClient{sent: map[string]bool{}, queued: map[string]queuedMutation{}}
-	c.ft = &faultTransport{s: s, c: c, faulty: i%2 == 1, rng: rand.New(rand.NewPCG(s.plan.seed, uint64(i)+1))}
+	c := &simClient{sent: map[string]bool{}, queued: map[string]queuedMutation{}, laggard: isLaggard(i)}
+	c.ft = &faultTransport{s: s, c: c, faulty: i%2 == 1, rng: rand.New(rand.NewPCG(s.plan.seed, uint64(i)+1)), listed: map[string]bool{}}
 	sizes := []int{1, 2, 3, 5, 8, 100}
 	c.cfg = client.Config{
 		ServerURL: s.e.url, ClientID: name, Platform: "sim", AppVersion: "1.0.0",
@@ -394,6 +408,9 @@ func (s *sim) openClient(i int) *simClient {
 		HTTPClient:  &http.Client{Transport: c.ft, Timeout: 30 * time.Second},
 		PageSize:    sizes[s.rng.IntN(len(sizes))],
 		MaxAttempts: 6, BackoffBase: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+	}
+	if c.laggard {
+		c.cfg.PageSize = 2 // rebuild sessions of many pages
 	}
 	c.sdkClient = &sdkClient{name: name, user: user, path: filepath.Join(s.dir, name+".sqlite")}
 	s.reopen(c)
@@ -816,8 +833,9 @@ func (s *sim) activeGeneration() string {
 }
 
 // simCursor is where a replica's scope cursor stands: its stream generation
-// and the commit position it resumes after ("" for a scope without a cursor).
-type simCursor struct{ generation, lsn string }
+// and the position it resumes after (commit, event and effect ordinals; ""
+// for a scope without a cursor).
+type simCursor struct{ generation, lsn, event, effect string }
 
 // cursors is the replica's scopes -> where its cursor stands. The test reads
 // the cursor's payload (base64url JSON ["c", generation, scope, client, epoch,
@@ -848,7 +866,7 @@ func (s *sim) cursors(c *simClient) map[string]simCursor {
 		if err != nil || len(parts) != 8 || parts[0] != "c" {
 			s.t.Fatalf("%s: scope %s: cursor %q is not a scope cursor (%v)", c.name, scope, *cursor, err)
 		}
-		out[scope] = simCursor{generation: parts[1], lsn: parts[5]}
+		out[scope] = simCursor{generation: parts[1], lsn: parts[5], event: parts[6], effect: parts[7]}
 	}
 	if err := rows.Err(); err != nil {
 		s.t.Fatal(err)
@@ -882,6 +900,10 @@ type faultTransport struct {
 	// expect: the mutation ids of a push whose answer the SDK did not get; its
 	// next push must resend exactly them (the batch in flight).
 	expect []string
+
+	// listed: the scopes the server put in rebuild in a connect or pull
+	// answer of the current Sync (observe).
+	listed map[string]bool
 }
 
 type errBody struct{ err error }
@@ -902,6 +924,11 @@ func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// server, so the capture gate does not wait for a whole step.
 	if f.s.workerUp && !f.s.pgDown {
 		f.s.maintainWorker()
+	}
+	if f.overtakeDue(req, body) {
+		if err := f.overtake(); err != nil {
+			return nil, err
+		}
 	}
 	push := req.URL.Path == "/sync/push"
 	var ids []string
@@ -934,6 +961,10 @@ func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, context.Canceled
 	}
 	if err != nil {
+		f.lost(ids)
+		return nil, err
+	}
+	if err := f.observe(req, res); err != nil {
 		f.lost(ids)
 		return nil, err
 	}
@@ -1010,6 +1041,10 @@ func (s *sim) pickClient() *simClient { return s.clients[s.rng.IntN(len(s.client
 // cursor must never need a rebuild (that means a pull delivered something other
 // than the server's contents and the checksum caught it).
 func (s *sim) sync(c *simClient) {
+	if c.offline() {
+		s.stats["syncs skipped: laggard offline"]++
+		return
+	}
 	timeout := 20 * time.Second
 	if !s.workerUp || s.pgDown || s.resetting != nil {
 		// Pulls answer 503 (capture_pending, or not_ready with Retry-After: 1
@@ -1022,7 +1057,8 @@ func (s *sim) sync(c *simClient) {
 	if c.ft.faulty && s.chaos && s.rng.IntN(100) < 6 {
 		c.ft.cancelAt, c.ft.cancel = 1+s.rng.IntN(6), cancel
 	}
-	c.ft.requests = 0
+	c.ft.requests, c.ft.listed = 0, map[string]bool{}
+	voidedBefore := s.stats["cursors behind the retention horizon rebuilt"]
 	before := s.syncedScopes(c)
 	cursors := s.cursors(c)
 	epochs, epochsKnown := s.scopeEpochs(c)
@@ -1032,6 +1068,7 @@ func (s *sim) sync(c *simClient) {
 	s.logf("%s: sync pushed %d, rejected %d, retried %d, pulled %d, rebuilt %v, pending %d (%s) err=%v",
 		c.name, rep.Pushed, rep.Rejected, rep.Retried, rep.Pulled, rep.Rebuilt, rep.Pending, time.Since(start).Round(time.Millisecond), err)
 	s.stats["syncs"]++
+	s.stats["changes pulled"] += rep.Pulled
 	if err != nil {
 		s.stats["syncs failed (faults)"]++
 		var pe *client.Error
@@ -1055,24 +1092,30 @@ func (s *sim) sync(c *simClient) {
 		return false
 	}
 	for _, scope := range rep.Rebuilt {
-		if before[scope] && !reassigned(scope) && !s.cursorVoided(cursors, scope) {
+		if before[scope] && !reassigned(scope) && !s.cursorVoided(c, cursors, scope) {
 			s.healing = append(s.healing, fmt.Sprintf("step %d %s %s", s.step, c.name, scope))
 			s.t.Fatalf("%s: scope %s had a cursor before the sync and was rebuilt: the pull delivered changes whose checksum does not match the server's (lost, duplicated or wrong changes)", c.name, scope)
 		}
 	}
 	for scope, synced := range after {
-		if before[scope] && !synced && !reassigned(scope) && !s.cursorVoided(cursors, scope) {
+		if before[scope] && !synced && !reassigned(scope) && !s.cursorVoided(c, cursors, scope) {
 			s.t.Fatalf("%s: scope %s had a cursor before the sync and lost it: the pull's checksum did not match the server's (lost, duplicated or wrong changes)", c.name, scope)
 		}
+	}
+	if err == nil {
+		s.horizonRebuilt(c, s.stats["cursors behind the retention horizon rebuilt"]-voidedBefore)
+		s.goOffline(c)
 	}
 }
 
 // cursorVoided reports whether the cursor scope had (cursors, from s.cursors)
 // can no longer be resumed by the server's design, so the scope loses its
 // cursor and is rebuilt: it is bound to a stream generation that is not the
-// active one (a stream reset was activated since), or it stands before the
-// scope's floor (a registry change moved rows into or out of the scope there).
-func (s *sim) cursorVoided(cursors map[string]simCursor, scope string) bool {
+// active one (a stream reset was activated since), it stands before the
+// scope's floor (a registry change moved rows into or out of the scope there),
+// or the server put the scope in rebuild in this Sync (c.ft.listed, not a
+// checksum mismatch) and the cursor is behind the retention horizon.
+func (s *sim) cursorVoided(c *simClient, cursors map[string]simCursor, scope string) bool {
 	cur := cursors[scope]
 	switch {
 	case cur.generation == "":
@@ -1083,6 +1126,9 @@ func (s *sim) cursorVoided(cursors map[string]simCursor, scope string) bool {
 	case queryText(s.t, s.e.d, `SELECT EXISTS (SELECT FROM synchro.scope_floor WHERE stream_generation = $1::uuid AND scope = $2
 		AND floor_lsn > $3::pg_lsn)::text`, cur.generation, scope, cur.lsn) == "true":
 		s.stats["cursors before a registry change's scope floor rebuilt"]++
+		return true
+	case c.ft.listed[scope] && s.behindHorizon(cur):
+		s.stats["cursors behind the retention horizon rebuilt"]++
 		return true
 	}
 	return false
@@ -1598,13 +1644,14 @@ func (s *sim) finish() {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			before := s.syncedScopes(c)
 			cursors := s.cursors(c)
+			c.ft.listed = map[string]bool{}
 			rep, err := c.SyncReport(ctx)
 			cancel()
 			if err != nil {
 				t.Fatalf("%s: sync after the faults stopped (round %d): %v", c.name, round, err)
 			}
 			for _, scope := range rep.Rebuilt {
-				if before[scope] && !s.cursorVoided(cursors, scope) {
+				if before[scope] && !s.cursorVoided(c, cursors, scope) {
 					t.Fatalf("%s: scope %s had a cursor and was rebuilt while settling: a pull's checksum did not match the server's", c.name, scope)
 				}
 			}
@@ -1616,6 +1663,7 @@ func (s *sim) finish() {
 		t.Fatal("the replicas did not settle within 25 sync rounds after the faults stopped (something is pushed, pulled or rebuilt in every round)")
 	}
 	t.Logf("settled in %s", time.Since(settleStart).Round(time.Millisecond))
+	s.requirePruned()
 
 	s.requireLedgers()
 	outcomes := map[string]int{}
@@ -1681,7 +1729,10 @@ func (s *sim) requireLedgers() {
 			LEFT JOIN LATERAL (SELECT v.version FROM synchro.row_version v WHERE v.table_id = t.table_id AND v.key = h.key
 			                   AND v.stream_generation = p.stream_generation
 			                   ORDER BY v.commit_lsn DESC LIMIT 1) v ON true
-			WHERE v.version IS DISTINCT FROM h.version LIMIT 20`},
+			WHERE v.version IS DISTINCT FROM h.version
+			  -- A row whose last write deleted it (its fence left no tuple) has no
+			  -- version left once the retention horizon passed the deletion.
+			  AND NOT (v.version IS NULL AND h.fence_ctid IS NULL) LIMIT 20`},
 		{"stream generations in the transaction ledger other than the active one and the old generations of activated (not retired) resets: a restart of the stream from scratch (stream_generation)", `
 			SELECT DISTINCT l.stream_generation FROM synchro.txn_ledger l, synchro.progress p
 			WHERE l.stream_generation <> p.stream_generation
@@ -1982,4 +2033,5 @@ func (s *sim) report(outcomes map[string]int) {
 	if s.pgData != "" && s.crashes == 0 {
 		t.Fatal("the run never restarted PostgreSQL although SYNCHRO_TEST_PGDATA is set")
 	}
+	s.requireRetentionExercised()
 }

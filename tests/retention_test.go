@@ -44,6 +44,21 @@ func pruneHistoryTo(t *testing.T, d *testdb.DB, commitLSN string) {
 	}
 }
 
+// pruneAll prunes the pull history with a zero retention, batch after batch,
+// until nothing is left behind the last materialized transaction, and returns
+// how many transactions the horizon passed.
+func pruneAll(t *testing.T, d *testdb.DB) int64 {
+	t.Helper()
+	var total int64
+	for {
+		n := queryInt(t, d, `SELECT transactions FROM synchro.prune_history('0', 1000, now())`)
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+}
+
 // pullScopes pulls the given scope cursors once (limit 1000) and returns the answer.
 func (e *syncEnv) pullScopes(t *testing.T, user, client string, cursors map[string]any) map[string]any {
 	t.Helper()
@@ -216,6 +231,12 @@ func TestHistoryPruneBatchKilledMidwayLosesNothing(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("the terminated pruning batch succeeded")
 	}
+	// Its backend holds the pruning lock until it is gone.
+	waitFor(t, "the terminated backend gone", 10*time.Second, func() (bool, error) {
+		var gone bool
+		err := d.Pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&gone)
+		return gone, err
+	})
 	if _, err := holder.Exec(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}

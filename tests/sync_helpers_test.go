@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -354,6 +355,14 @@ func (e *syncEnv) pullAll(t *testing.T, user, client string, limit int, r *repli
 // apply applies one pull page to the replica.
 func (r *replica) apply(t *testing.T, body map[string]any) {
 	t.Helper()
+	if err := r.applyPage(body); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// applyPage is apply for a goroutine other than the test's: it returns what
+// is wrong with the page.
+func (r *replica) applyPage(body map[string]any) error {
 	for _, it := range body["changes"].([]any) {
 		c := it.(map[string]any)
 		scope := c["scope"].(string)
@@ -368,12 +377,13 @@ func (r *replica) apply(t *testing.T, body map[string]any) {
 		case "delete":
 			delete(r.rows[scope], k)
 		default:
-			t.Fatalf("unknown op in %v", c)
+			return fmt.Errorf("unknown op in %v", c)
 		}
 	}
 	for s, c := range body["scope_cursors"].(map[string]any) {
 		r.cursors[s] = c
 	}
+	return nil
 }
 
 // serverScope is the contents of scope at the materialized high-watermark, read

@@ -91,17 +91,25 @@ const reportStreaming = `UPDATE synchro.worker_heartbeat SET state = 'streaming'
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
+	if err := waitUntil(what, timeout, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitUntil is waitFor for a goroutine other than the test's: it returns the
+// failure instead of failing the test.
+func waitUntil(what string, timeout time.Duration, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()
 		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatalf("waiting for %s: %v", what, err)
+			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 		if ok {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
