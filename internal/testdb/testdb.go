@@ -137,17 +137,22 @@ func (d *DB) CreateSlot(t testing.TB) string {
 	return name
 }
 
-// DropSlot drops a slot, waiting (with a deadline) for a consumer to let go of it.
+// DropSlot drops a slot of the test database, waiting (with a deadline) for a
+// consumer to let go of it.
 func (d *DB) DropSlot(t testing.TB, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
 		_, err := d.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-			WHERE slot_name = $1 AND NOT active`, name)
+			WHERE slot_name = $1 AND database = current_database() AND NOT active`, name)
 		var exists bool
 		if err == nil {
-			err = d.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = $1)", name).Scan(&exists)
+			// Only this database's: once dropped, a worker of another database
+			// may create a slot of the same name at once (slot names are
+			// cluster-wide).
+			err = d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_replication_slots
+				WHERE slot_name = $1 AND database = current_database())`, name).Scan(&exists)
 		}
 		if err == nil && !exists {
 			return
