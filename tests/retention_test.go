@@ -6,12 +6,14 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/synchro-sync/synchro/internal/testdb"
+	"github.com/synchro-sync/synchro/internal/wal"
 )
 
 // horizon is the active generation's retention horizon ("0/0" before any pruning).
@@ -300,4 +302,52 @@ func TestWorkerAdvancesHistoryHorizon(t *testing.T) {
 	rep := newReplica()
 	e.rebuildScope(t, "u1", "c1", "user:u1", 1000, rep)
 	e.requireConverged(t, rep, "user:u1")
+}
+
+// Pruning the pull history never turns a replay into new work (the change
+// stream's rule that a durable replay identity yields the same result and no
+// duplicate versions, edges or effects): a transaction materialized but not
+// acknowledged (the worker dies before the slot advance) is pruned behind the
+// horizon, and the restarted worker, which receives it again, recognizes it
+// by its transaction record and writes nothing; the horizon stays where it was.
+func TestHistoryPrunedReplayWritesNothing(t *testing.T) {
+	t.Parallel()
+	d := testdb.New(t)
+	sharedDocs(t, d)
+	cfg := workerConfig(d, "replay")
+	w := startStreaming(t, d, cfg)
+	commitTxn(t, d, `INSERT INTO app.docs VALUES (1, 'a'), (2, 'b')`)
+	waitMaterialized(t, d)
+	if err := w.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	b := commitTxn(t, d, `UPDATE app.docs SET v = 'bb' WHERE id = 2`)
+	crashCfg := cfg
+	crashCfg.AfterStep = func(s wal.Step) error {
+		if s == wal.StepMaterialized {
+			return errors.New("simulated crash")
+		}
+		return nil
+	}
+	crashed := startWorker(t, d, crashCfg)
+	if err := crashed.waitExit(t, 30*time.Second); !errors.Is(err, wal.ErrStopped) {
+		t.Fatalf("worker did not stop at the hook: %v", err)
+	}
+	requireMaterializedOnce(t, d, 1, b)
+	commitLSN, _, _, _ := ledgerOf(t, d, b)
+	pruneHistoryTo(t, d, commitLSN)
+	derived := `SELECT (SELECT count(*) FROM synchro.effect) || '/' || (SELECT count(*) FROM synchro.row_version)
+		|| '/' || (SELECT count(*) FROM synchro.membership) || '/' || (SELECT count(*) FROM synchro.scope_digest)`
+	before := queryText(t, d, derived)
+
+	startWorker(t, d, cfg)
+	waitAcknowledged(t, d)
+	requireMaterializedOnce(t, d, 1, b)
+	if after := queryText(t, d, derived); after != before {
+		t.Fatalf("the replay of a pruned transaction wrote derived rows (effects/versions/edges/digests): %s, before %s", after, before)
+	}
+	if got := horizon(t, d); got != commitLSN {
+		t.Fatalf("horizon %s after the replay, want %s", got, commitLSN)
+	}
+	requireDigests(t, d)
 }
