@@ -23,6 +23,7 @@ DECLARE
     action text;
     c synchro.client;
     known jsonb := coalesce(nullif(request -> 'known_scopes', 'null'), '{}');
+    horizon pg_lsn;
     hw pg_lsn;
 BEGIN
     SELECT * INTO STRICT s FROM synchro.settings;
@@ -59,6 +60,8 @@ BEGIN
                                 last_seen_at = now()
     WHERE k.client_id = c.client_id;
 
+    -- The horizon first, once: it never passes a materialized transaction.
+    horizon := synchro.history_horizon_lsn((SELECT x.stream_generation FROM synchro.progress x));
     SELECT * INTO p FROM synchro.progress;
     hw := coalesce(p.materialized_commit_lsn, '0/0');
     RETURN jsonb_build_object(
@@ -71,8 +74,7 @@ BEGIN
                              FROM jsonb_object_keys(known) k
                              WHERE k = ANY (c.scope_set)
                                AND (action = 'rebuild_local' OR p.stream_generation IS NULL
-                                    OR (synchro.read_scope_cursor(known -> k ->> 'cursor', p.stream_generation, c, k, hw,
-                                                               synchro.history_horizon_lsn(p.stream_generation))).lsn IS NULL)), '[]'))
+                                    OR (synchro.read_scope_cursor(known -> k ->> 'cursor', p.stream_generation, c, k, hw, horizon)).lsn IS NULL)), '[]'))
         || CASE WHEN action IN ('replace', 'rebuild_local')
                 THEN jsonb_build_object('schema_definition', sch.manifest || jsonb_build_object('version', sch.version, 'hash', sch.hash))
                 ELSE '{}' END;
